@@ -1,0 +1,11 @@
+"""ELMo's layers: `CharCNN`, `Highway`, `ProjectedLSTMCell`, `ProjectedBiLSTM`, `ScalarMix`.
+
+Importing this module imports TensorFlow and Keras.
+"""
+
+from elmo_keras.layers.char_cnn import CharCNN
+from elmo_keras.layers.highway import Highway
+from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, ProjectedLSTMCell
+from elmo_keras.layers.scalar_mix import ScalarMix
+
+__all__ = ["CharCNN", "Highway", "ProjectedBiLSTM", "ProjectedLSTMCell", "ScalarMix"]

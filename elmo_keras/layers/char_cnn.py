@@ -1,0 +1,214 @@
+import keras
+import tensorflow as tf
+
+from elmo_keras.layers.highway import Highway
+
+# The published "Original" model's filters: (width, count), 2048 in all.
+DEFAULT_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+
+
+def _positive_int(name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(
+            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
+        )
+    return value
+
+
+def normalize_filters(filters):
+    """Validates `filters` and returns it as a tuple of `(width, count)` integer pairs."""
+    try:
+        pairs = tuple((int(w), int(n)) for w, n in filters)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "`filters` must be a list of [width, count] pairs, e.g. [[1, 32], [2, 32]]. "
+            f"Received: filters={filters!r}"
+        ) from None
+    if not pairs or any(w < 1 or n < 1 for w, n in pairs):
+        raise ValueError(
+            "`filters` must be a non-empty list of [width, count] pairs of positive integers. "
+            f"Received: filters={filters!r}"
+        )
+    return pairs
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class CharCNN(keras.layers.Layer):
+    """ELMo's context-independent token encoder: characters -> one vector per token.
+
+    Each token arrives as `max_characters_per_token` character ids (inference convention:
+    0 marks a padding token, bytes are shifted by one, see `elmo_keras.text`). The ids are
+    embedded, convolved with filters of several widths (no padding, so a filter of width `w`
+    sees `max_characters_per_token - w + 1` positions), max-pooled over positions, passed
+    through `activation`, then through `n_highway` highway layers (always relu) and a linear
+    projection to `projection_dim`.
+
+    Padding tokens (all ids 0) give zero vectors, and the layer produces a mask that marks the
+    real tokens.
+
+    Args:
+        n_characters: int. Size of the character vocabulary, padding id 0 included.
+            Defaults to `262` (256 bytes, 5 specials, padding).
+        char_embedding_dim: int. Size of a character embedding. Defaults to `16`.
+        filters: list of `(width, count)` pairs. Defaults to the published 2048 filters.
+        n_highway: int. Number of highway layers. Defaults to `2`.
+        projection_dim: int. Output size. Defaults to `512`.
+        activation: `"relu"` or `"tanh"`. Applied after max-pooling. Defaults to `"relu"`.
+        max_characters_per_token: int. Character ids per token. Defaults to `50`.
+        embeddings_initializer: initializer of the character embeddings. Defaults to
+            `RandomUniform(-1, 1)`, as bilm-tf.
+        kernel_initializer: initializer of the convolutions and dense layers. Defaults to
+            `"glorot_uniform"`.
+        **kwargs: other keyword arguments of `keras.layers.Layer`.
+
+    Call arguments:
+        char_ids: int tensor `[batch, tokens, max_characters_per_token]`.
+
+    Returns:
+        A float tensor `[batch, tokens, projection_dim]`; its mask is `char_ids[..., 0] != 0`.
+
+    Example:
+    >>> layer = CharCNN(filters=[(1, 4), (2, 8)], n_highway=1, projection_dim=16)
+    >>> ids = np.zeros((2, 7, 50), "int32"); ids[:, :3, :3] = [259, 105, 260]
+    >>> layer(ids).shape
+    TensorShape([2, 7, 16])
+
+    Reference:
+        [Peters et al., 2018](https://arxiv.org/abs/1802.05365);
+        [Kim et al., 2016](https://arxiv.org/abs/1508.06615)
+    """
+
+    def __init__(
+        self,
+        n_characters=262,
+        char_embedding_dim=16,
+        filters=DEFAULT_FILTERS,
+        n_highway=2,
+        projection_dim=512,
+        activation="relu",
+        max_characters_per_token=50,
+        embeddings_initializer=None,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.n_characters = _positive_int("n_characters", n_characters, 2)
+        self.char_embedding_dim = _positive_int("char_embedding_dim", char_embedding_dim)
+        self.filters = normalize_filters(filters)
+        self.n_highway = _positive_int("n_highway", n_highway, 0)
+        self.projection_dim = _positive_int("projection_dim", projection_dim)
+        if activation not in ("relu", "tanh"):
+            raise ValueError(
+                f"`activation` must be 'relu' or 'tanh'. Received: activation={activation!r}"
+            )
+        self.activation = activation
+        self.max_characters_per_token = _positive_int(
+            "max_characters_per_token", max_characters_per_token, 3
+        )
+        widest = max(w for w, _ in self.filters)
+        if widest > self.max_characters_per_token:
+            raise ValueError(
+                f"Every filter width must be <= `max_characters_per_token` "
+                f"({self.max_characters_per_token}). Received: filters={list(self.filters)}"
+            )
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer or keras.initializers.RandomUniform(-1.0, 1.0)
+        )
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    @property
+    def n_filters(self):
+        return sum(n for _, n in self.filters)
+
+    def build(self, input_shape=None):
+        self.char_embedding = keras.layers.Embedding(
+            self.n_characters,
+            self.char_embedding_dim,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="char_embedding",
+        )
+        self.char_embedding.build((None, self.max_characters_per_token))
+        self.convolutions = []
+        for i, (width, count) in enumerate(self.filters):
+            conv = keras.layers.Conv1D(
+                count,
+                width,
+                padding="valid",
+                kernel_initializer=self.kernel_initializer,
+                dtype=self.dtype_policy,
+                name=f"conv_{i}",
+            )
+            conv.build((None, self.max_characters_per_token, self.char_embedding_dim))
+            self.convolutions.append(conv)
+        self.highways = []
+        for k in range(self.n_highway):
+            highway = Highway(
+                activation="relu",
+                kernel_initializer=self.kernel_initializer,
+                dtype=self.dtype_policy,
+                name=f"highway_{k}",
+            )
+            highway.build((None, self.n_filters))
+            self.highways.append(highway)
+        self.projection = keras.layers.Dense(
+            self.projection_dim,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="projection",
+        )
+        self.projection.build((None, self.n_filters))
+        self.built = True
+
+    def call(self, char_ids):
+        char_ids = tf.convert_to_tensor(char_ids)
+        if char_ids.shape.rank is not None and char_ids.shape[-1] is not None:
+            if char_ids.shape[-1] != self.max_characters_per_token:
+                raise ValueError(
+                    "`char_ids` must have `max_characters_per_token` "
+                    f"({self.max_characters_per_token}) ids per token. "
+                    f"Received: shape={tuple(char_ids.shape)}"
+                )
+        char_ids = tf.cast(char_ids, "int32")
+        leading = tf.shape(char_ids)[:-1]
+        flat = tf.reshape(char_ids, [-1, self.max_characters_per_token])
+        embedded = self.char_embedding(flat)  # [N, C, E]
+        pooled = []
+        for conv in self.convolutions:
+            # Max over positions before the activation equals bilm-tf's order for the two
+            # monotonic activations it allows (relu, tanh), and is cheaper.
+            pooled.append(tf.reduce_max(conv(embedded), axis=1))
+        x = tf.concat(pooled, axis=-1)
+        x = tf.nn.relu(x) if self.activation == "relu" else tf.tanh(x)
+        for highway in self.highways:
+            x = highway(x)
+        x = self.projection(x)
+        token_mask = tf.cast(flat[:, 0] != 0, x.dtype)
+        x = x * token_mask[:, None]
+        return tf.reshape(x, tf.concat([leading, [self.projection_dim]], axis=0))
+
+    def compute_mask(self, char_ids, mask=None):
+        return tf.not_equal(tf.convert_to_tensor(char_ids)[..., 0], 0)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.projection_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "n_characters": self.n_characters,
+                "char_embedding_dim": self.char_embedding_dim,
+                "filters": [list(f) for f in self.filters],
+                "n_highway": self.n_highway,
+                "projection_dim": self.projection_dim,
+                "activation": self.activation,
+                "max_characters_per_token": self.max_characters_per_token,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,377 @@
+import keras
+import tensorflow as tf
+
+from elmo_keras.layers.char_cnn import _positive_int
+
+
+def _optional_clip(name, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"`{name}` must be a positive number or None. Received: {name}={value!r}")
+    return float(value)
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class ProjectedLSTMCell(keras.layers.Layer):
+    """An LSTM cell with a projection of its output, as in ELMo (Sak et al. 2014).
+
+    One step, with the gate blocks in Keras order (input, forget, candidate, output):
+    ```
+    z = x @ kernel + h @ recurrent_kernel + bias
+    c = clip(sigmoid(z_f + forget_bias) * c + sigmoid(z_i) * tanh(z_c), cell_clip)
+    h = clip((sigmoid(z_o) * tanh(c)) @ projection_kernel, proj_clip)
+    ```
+    No peepholes. As in TensorFlow's `LSTMCell` (and so in the published ELMo weights),
+    `forget_bias` is added when the cell runs and is not part of `bias`; a weight file is
+    therefore loaded and written back bit for bit.
+
+    The cell works step by step with `keras.layers.RNN` (state `[h, c]`); `ProjectedBiLSTM`
+    instead calls `input_projection` once for all positions and `recurrent_step` in its loop.
+
+    Args:
+        units: int. Size of the memory cell `c`.
+        projection_dim: int. Size of the output and of the state `h`.
+        cell_clip: float or None. Clip `c` to `[-cell_clip, cell_clip]`. Defaults to `None`.
+        proj_clip: float or None. Clip `h` to `[-proj_clip, proj_clip]`. Defaults to `None`.
+        forget_bias: float. Added to the forget gate at run time. Defaults to `1.0`.
+        kernel_initializer, recurrent_initializer, projection_initializer: initializers of
+            the three matrices. Default to `"glorot_uniform"`, `"orthogonal"`,
+            `"glorot_uniform"`.
+        **kwargs: other keyword arguments of `keras.layers.Layer`.
+
+    Call arguments:
+        inputs: float tensor `[batch, input_dim]`.
+        states: list `[h, c]`, `[batch, projection_dim]` and `[batch, units]`.
+
+    Returns:
+        `(h, [h, c])`.
+
+    Example:
+    >>> cell = ProjectedLSTMCell(32, 8, cell_clip=3.0, proj_clip=3.0)
+    >>> keras.layers.RNN(cell)(np.ones((2, 5, 4), "float32")).shape
+    TensorShape([2, 8])
+    """
+
+    def __init__(
+        self,
+        units,
+        projection_dim,
+        cell_clip=None,
+        proj_clip=None,
+        forget_bias=1.0,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        projection_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.units = _positive_int("units", units)
+        self.projection_dim = _positive_int("projection_dim", projection_dim)
+        self.cell_clip = _optional_clip("cell_clip", cell_clip)
+        self.proj_clip = _optional_clip("proj_clip", proj_clip)
+        self.forget_bias = float(forget_bias)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.projection_initializer = keras.initializers.get(projection_initializer)
+        self.state_size = [self.projection_dim, self.units]
+        self.output_size = self.projection_dim
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        self.kernel = self.add_weight(
+            name="kernel", shape=(input_dim, 4 * self.units), initializer=self.kernel_initializer
+        )
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel",
+            shape=(self.projection_dim, 4 * self.units),
+            initializer=self.recurrent_initializer,
+        )
+        self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
+        self.projection_kernel = self.add_weight(
+            name="projection_kernel",
+            shape=(self.units, self.projection_dim),
+            initializer=self.projection_initializer,
+        )
+        self.built = True
+
+    def input_projection(self, inputs):
+        """`inputs @ kernel + bias` for inputs of any rank >= 2 (one large product)."""
+        kernel = tf.cast(self.kernel, self.compute_dtype)
+        bias = tf.cast(self.bias, self.compute_dtype)
+        shape = tf.shape(inputs)
+        flat = tf.reshape(inputs, [-1, shape[-1]])
+        z = tf.matmul(flat, kernel) + bias
+        return tf.reshape(z, tf.concat([shape[:-1], [4 * self.units]], axis=0))
+
+    def recurrent_step(self, z_input, h, c):
+        """One step given the input's share of the gates: returns the new `(h, c)`."""
+        z = z_input + tf.matmul(h, tf.cast(self.recurrent_kernel, h.dtype))
+        i, f, g, o = tf.split(z, 4, axis=-1)
+        c = tf.sigmoid(f + self.forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
+        if self.cell_clip is not None:
+            c = tf.clip_by_value(c, -self.cell_clip, self.cell_clip)
+        h = tf.matmul(tf.sigmoid(o) * tf.tanh(c), tf.cast(self.projection_kernel, c.dtype))
+        if self.proj_clip is not None:
+            h = tf.clip_by_value(h, -self.proj_clip, self.proj_clip)
+        return h, c
+
+    def call(self, inputs, states):
+        h, c = states[0], states[1]
+        h, c = self.recurrent_step(self.input_projection(inputs), h, c)
+        return h, [h, c]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "projection_dim": self.projection_dim,
+                "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip,
+                "forget_bias": self.forget_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "projection_initializer": keras.initializers.serialize(
+                    self.projection_initializer
+                ),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class ProjectedBiLSTM(keras.layers.Layer):
+    """ELMo's stacked bidirectional LSTM with projections, residual connections and clipping.
+
+    `n_layers` forward and `n_layers` backward `ProjectedLSTMCell`s with separate weights.
+    The forward stack reads each sentence left to right; the backward stack reads it right to
+    left: every sentence is reversed by its own length (padding stays at the end), run, and
+    reversed back, so position `t` of every output is token `t`. From the second layer up, a
+    layer's output is `lstm_output + layer_input` when `use_skip_connections` is set; the
+    carried state keeps the LSTM's own `h`.
+
+    The layer is stateless: each call starts from zero state unless `initial_state` is given,
+    and with `return_state=True` it also returns the final state of every layer and direction
+    (the state after each sentence's last real token), so a caller can carry state across
+    batches explicitly. Padded positions output zeros and do not change the state, so a
+    sentence gives the same vectors alone or inside any right-padded batch.
+
+    Args:
+        units: int. Memory cell size of every LSTM. ELMo: `4096`.
+        projection_dim: int. Output size of every LSTM. ELMo: `512`.
+        n_layers: int. Layers per direction. Defaults to `2`.
+        cell_clip: float or None. Defaults to `3.0`.
+        proj_clip: float or None. Defaults to `3.0`.
+        use_skip_connections: bool. Residual connections from the second layer up.
+            Defaults to `True`.
+        dropout: float in `[0, 1)`. Dropout on each layer's input during training.
+            Defaults to `0.0`.
+        cell_forget_bias: float. Forget-gate bias added at run time. Defaults to `1.0`.
+        return_state: bool. Also return the final states. Defaults to `False`.
+        **kwargs: other keyword arguments of `keras.layers.Layer`.
+
+    Call arguments:
+        inputs: float tensor `[batch, tokens, features]`, right-padded.
+        mask: optional bool tensor `[batch, tokens]`, True for real tokens (a prefix of each
+            row). Defaults to all True.
+        initial_state: optional list `[state_h, state_c]` with `state_h`
+            `[batch, 2, n_layers, projection_dim]` and `state_c` `[batch, 2, n_layers, units]`
+            (axis 1: 0 forward, 1 backward). Defaults to zeros.
+        training: bool. Whether dropout is active.
+        backward_inputs: optional tensor shaped like `inputs` for the backward stack (in
+            natural order), for trainers that feed the two directions different windows.
+
+    Returns:
+        `outputs` `[batch, n_layers, tokens, 2 * projection_dim]` (forward in the first half
+        of the last axis, backward in the second); with `return_state=True`, the tuple
+        `(outputs, state_h, state_c)`.
+
+    Example:
+    >>> layer = ProjectedBiLSTM(units=32, projection_dim=8, n_layers=2)
+    >>> x = np.random.rand(3, 6, 8).astype("float32")
+    >>> mask = np.array([[1] * 6, [1] * 4 + [0] * 2, [1] * 1 + [0] * 5], bool)
+    >>> layer(x, mask=mask).shape
+    TensorShape([3, 2, 6, 16])
+
+    Reference:
+        [Peters et al., 2018](https://arxiv.org/abs/1802.05365)
+    """
+
+    def __init__(
+        self,
+        units,
+        projection_dim,
+        n_layers=2,
+        cell_clip=3.0,
+        proj_clip=3.0,
+        use_skip_connections=True,
+        dropout=0.0,
+        cell_forget_bias=1.0,
+        return_state=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.units = _positive_int("units", units)
+        self.projection_dim = _positive_int("projection_dim", projection_dim)
+        self.n_layers = _positive_int("n_layers", n_layers)
+        self.cell_clip = _optional_clip("cell_clip", cell_clip)
+        self.proj_clip = _optional_clip("proj_clip", proj_clip)
+        self.use_skip_connections = bool(use_skip_connections)
+        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be a float in [0, 1). Received: dropout={dropout!r}")
+        self.dropout = float(dropout)
+        self.cell_forget_bias = float(cell_forget_bias)
+        self.return_state = bool(return_state)
+        self.supports_masking = True
+
+    def build(self, input_shape, *args, **kwargs):
+        features = input_shape[-1]
+        if features is None:
+            raise ValueError(
+                "`ProjectedBiLSTM` needs a known feature size. "
+                f"Received: input_shape={tuple(input_shape)}"
+            )
+        self.forward_cells = []
+        self.backward_cells = []
+        for direction, cells in (("forward", self.forward_cells), ("backward", self.backward_cells)):
+            for layer in range(self.n_layers):
+                cell = ProjectedLSTMCell(
+                    self.units,
+                    self.projection_dim,
+                    cell_clip=self.cell_clip,
+                    proj_clip=self.proj_clip,
+                    forget_bias=self.cell_forget_bias,
+                    dtype=self.dtype_policy,
+                    name=f"{direction}_{layer}",
+                )
+                cell.build((None, features if layer == 0 else self.projection_dim))
+                cells.append(cell)
+        self.input_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="input_dropout"
+        )
+        self.built = True
+
+    def _recurrence(self, cell, z_input, mask, h, c):
+        """Runs `cell` over time. z_input [B, T, 4U], mask [B, T] -> (outputs [B, T, P], h, c)."""
+        z_time_major = tf.transpose(z_input, [1, 0, 2])
+        mask_time_major = tf.transpose(mask)[:, :, None]
+        steps = tf.shape(z_time_major)[0]
+        z_array = tf.TensorArray(z_input.dtype, size=steps).unstack(z_time_major)
+        mask_array = tf.TensorArray(tf.bool, size=steps).unstack(mask_time_major)
+        out_array = tf.TensorArray(z_input.dtype, size=steps)
+
+        def body(t, h, c, out_array):
+            h_new, c_new = cell.recurrent_step(z_array.read(t), h, c)
+            keep = mask_array.read(t)
+            h = tf.where(keep, h_new, h)
+            c = tf.where(keep, c_new, c)
+            out_array = out_array.write(t, tf.where(keep, h_new, tf.zeros_like(h_new)))
+            return t + 1, h, c, out_array
+
+        _, h, c, out_array = tf.while_loop(
+            lambda t, *_: t < steps,
+            body,
+            (tf.constant(0), h, c, out_array),
+            maximum_iterations=steps,
+        )
+        outputs = tf.transpose(out_array.stack(), [1, 0, 2])
+        return outputs, h, c
+
+    def _run_direction(self, inputs, mask, lengths, cells, state_h, state_c, reverse, training):
+        x = inputs
+        if reverse:
+            x = tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
+        float_mask = tf.cast(mask, x.dtype)[:, :, None]
+        outputs, final_h, final_c = [], [], []
+        for layer, cell in enumerate(cells):
+            layer_input = self.input_dropout(x, training=training) if self.dropout else x
+            out, h, c = self._recurrence(
+                cell,
+                cell.input_projection(layer_input),
+                mask,
+                state_h[:, layer],
+                state_c[:, layer],
+            )
+            if layer > 0 and self.use_skip_connections:
+                out = out + layer_input * float_mask
+            outputs.append(out)
+            final_h.append(h)
+            final_c.append(c)
+            x = out
+        if reverse:
+            outputs = [
+                tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0) for out in outputs
+            ]
+        return outputs, tf.stack(final_h, axis=1), tf.stack(final_c, axis=1)
+
+    def call(self, inputs, mask=None, initial_state=None, training=None, backward_inputs=None):
+        dtype = self.compute_dtype
+        inputs = tf.cast(inputs, dtype)
+        batch = tf.shape(inputs)[0]
+        steps = tf.shape(inputs)[1]
+        if mask is None:
+            mask = tf.ones([batch, steps], tf.bool)
+        mask = tf.cast(mask, tf.bool)
+        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+        if initial_state is None:
+            state_h = tf.zeros([batch, 2, self.n_layers, self.projection_dim], dtype)
+            state_c = tf.zeros([batch, 2, self.n_layers, self.units], dtype)
+        else:
+            if len(initial_state) != 2:
+                raise ValueError(
+                    "`initial_state` must be a list [state_h, state_c]. "
+                    f"Received: {len(initial_state)} tensors"
+                )
+            state_h = tf.cast(initial_state[0], dtype)
+            state_c = tf.cast(initial_state[1], dtype)
+        backward_inputs = inputs if backward_inputs is None else tf.cast(backward_inputs, dtype)
+        forward, fw_h, fw_c = self._run_direction(
+            inputs, mask, lengths, self.forward_cells,
+            state_h[:, 0], state_c[:, 0], False, training,
+        )
+        backward, bw_h, bw_c = self._run_direction(
+            backward_inputs, mask, lengths, self.backward_cells,
+            state_h[:, 1], state_c[:, 1], True, training,
+        )
+        outputs = tf.stack(
+            [tf.concat([fw, bw], axis=-1) for fw, bw in zip(forward, backward)], axis=1
+        )
+        if not self.return_state:
+            return outputs
+        return outputs, tf.stack([fw_h, bw_h], axis=1), tf.stack([fw_c, bw_c], axis=1)
+
+    def compute_mask(self, inputs, mask=None, *args, **kwargs):
+        if self.return_state:
+            return [mask, None, None]
+        return mask
+
+    def compute_output_shape(self, input_shape, *args, **kwargs):
+        batch, steps = input_shape[0], input_shape[1]
+        outputs = (batch, self.n_layers, steps, 2 * self.projection_dim)
+        if not self.return_state:
+            return outputs
+        return (
+            outputs,
+            (batch, 2, self.n_layers, self.projection_dim),
+            (batch, 2, self.n_layers, self.units),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "projection_dim": self.projection_dim,
+                "n_layers": self.n_layers,
+                "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip,
+                "use_skip_connections": self.use_skip_connections,
+                "dropout": self.dropout,
+                "cell_forget_bias": self.cell_forget_bias,
+                "return_state": self.return_state,
+            }
+        )
+        return config

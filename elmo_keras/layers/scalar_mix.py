@@ -1,0 +1,150 @@
+import keras
+import tensorflow as tf
+
+from elmo_keras.layers.char_cnn import _positive_int
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class ScalarMix(keras.layers.Layer):
+    """ELMo's task-specific mix of the biLM layers: `gamma * sum_j softmax(w)_j * layer_j`.
+
+    The weights `w` start at 0 (an even mix) and `gamma` at 1, unless set. With
+    `do_layer_norm`, every layer is first normalised with one mean and one variance taken over
+    all real (unmasked) elements of the batch, as bilm-tf and AllenNLP do. With `use_top_only`,
+    the output is `gamma * top_layer` and `w` is unused.
+
+    Args:
+        num_layers: int. Number of layers mixed (ELMo: `n_layers + 1`).
+        do_layer_norm: bool. Masked layer normalisation of each layer. Defaults to `False`.
+        l2_coef: float. L2 penalty `l2_coef * sum(w ** 2)` added to the layer's losses, as
+            bilm-tf's `l2_coef`. Defaults to `0.0` (none).
+        use_top_only: bool. Use only the top layer. Defaults to `False`.
+        initial_scalar_weights: list of `num_layers` floats, or None for zeros.
+        initial_gamma: float. Defaults to `1.0`.
+        layer_norm_epsilon: float. Defaults to `1e-12` (bilm-tf; AllenNLP uses `1e-13`).
+        **kwargs: other keyword arguments of `keras.layers.Layer`.
+
+    Call arguments:
+        inputs: float tensor `[batch, num_layers, tokens, dim]`, or a list of `num_layers`
+            tensors `[batch, tokens, dim]`.
+        mask: optional bool tensor `[batch, tokens]`; only used by the layer norm, and passed on.
+
+    Returns:
+        A float tensor `[batch, tokens, dim]`. Padded positions are not zeroed (with layer norm
+        they hold `-mean / std` scaled), so use the mask that the layer passes on.
+
+    Example:
+    >>> mix = ScalarMix(3, initial_scalar_weights=[0.1, 0.3, 0.5], initial_gamma=1.1)
+    >>> mix(np.ones((2, 3, 4, 8), "float32")).shape
+    TensorShape([2, 4, 8])
+
+    Reference:
+        [Peters et al., 2018](https://arxiv.org/abs/1802.05365), equation 1.
+    """
+
+    def __init__(
+        self,
+        num_layers,
+        do_layer_norm=False,
+        l2_coef=0.0,
+        use_top_only=False,
+        initial_scalar_weights=None,
+        initial_gamma=1.0,
+        layer_norm_epsilon=1e-12,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_layers = _positive_int("num_layers", num_layers)
+        self.do_layer_norm = bool(do_layer_norm)
+        if not isinstance(l2_coef, (int, float)) or l2_coef < 0:
+            raise ValueError(f"`l2_coef` must be a number >= 0. Received: l2_coef={l2_coef!r}")
+        self.l2_coef = float(l2_coef)
+        self.use_top_only = bool(use_top_only)
+        if initial_scalar_weights is not None:
+            initial_scalar_weights = [float(w) for w in initial_scalar_weights]
+            if len(initial_scalar_weights) != self.num_layers:
+                raise ValueError(
+                    f"`initial_scalar_weights` must have `num_layers` ({self.num_layers}) "
+                    f"values. Received: initial_scalar_weights={initial_scalar_weights}"
+                )
+        self.initial_scalar_weights = initial_scalar_weights
+        self.initial_gamma = float(initial_gamma)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.supports_masking = True
+
+    def build(self, input_shape=None, mask_shape=None):
+        initial = self.initial_scalar_weights or [0.0] * self.num_layers
+        self.scalar_weights = self.add_weight(
+            name="scalar_weights",
+            shape=(self.num_layers,),
+            initializer=keras.initializers.Constant(initial),
+            regularizer=keras.regularizers.L2(self.l2_coef) if self.l2_coef else None,
+        )
+        self.gamma = self.add_weight(
+            name="gamma", shape=(), initializer=keras.initializers.Constant(self.initial_gamma)
+        )
+        self.built = True
+
+    def _stack(self, inputs):
+        if isinstance(inputs, (list, tuple)):
+            if len(inputs) != self.num_layers:
+                raise ValueError(
+                    f"`ScalarMix` expects {self.num_layers} layers. Received: {len(inputs)}"
+                )
+            return [tf.convert_to_tensor(x) for x in inputs]
+        inputs = tf.convert_to_tensor(inputs)
+        if inputs.shape.rank != 4 or inputs.shape[1] not in (None, self.num_layers):
+            raise ValueError(
+                f"`ScalarMix` expects inputs [batch, {self.num_layers}, tokens, dim]. "
+                f"Received: shape={tuple(inputs.shape)}"
+            )
+        return tf.unstack(inputs, num=self.num_layers, axis=1)
+
+    def _layer_norm(self, x, float_mask):
+        # One mean and variance over every real element of the batch (bilm-tf, AllenNLP).
+        broadcast = float_mask[:, :, None]
+        count = tf.reduce_sum(float_mask) * tf.cast(tf.shape(x)[-1], x.dtype)
+        mean = tf.reduce_sum(x * broadcast) / count
+        variance = tf.reduce_sum(tf.square((x - mean) * broadcast)) / count
+        return (x - mean) * tf.math.rsqrt(variance + self.layer_norm_epsilon)
+
+    def call(self, inputs, mask=None):
+        layers = self._stack(inputs)
+        dtype = layers[0].dtype
+        gamma = tf.cast(self.gamma, dtype)
+        if self.use_top_only:
+            return gamma * layers[-1]
+        if mask is None:
+            float_mask = tf.ones(tf.shape(layers[0])[:2], dtype)
+        else:
+            float_mask = tf.cast(mask, dtype)
+        weights = tf.cast(tf.nn.softmax(self.scalar_weights), dtype)
+        total = 0.0
+        for j, layer in enumerate(layers):
+            if self.do_layer_norm:
+                layer = self._layer_norm(layer, float_mask)
+            total = total + weights[j] * layer
+        return gamma * total
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        if isinstance(input_shape, list):
+            return tuple(input_shape[0])
+        return (input_shape[0],) + tuple(input_shape[2:])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_layers": self.num_layers,
+                "do_layer_norm": self.do_layer_norm,
+                "l2_coef": self.l2_coef,
+                "use_top_only": self.use_top_only,
+                "initial_scalar_weights": self.initial_scalar_weights,
+                "initial_gamma": self.initial_gamma,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )
+        return config

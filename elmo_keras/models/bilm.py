@@ -1,0 +1,229 @@
+import keras
+import tensorflow as tf
+
+from elmo_keras.layers.char_cnn import DEFAULT_FILTERS, CharCNN, normalize_filters
+from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM
+from elmo_keras.text.char_ids import bos_char_ids, eos_char_ids
+
+# bilm-tf's options use 261 characters while training and 262 (a padding row prepended) when the
+# trained model is used; the weight file always holds the 261 trained rows.
+INFERENCE_N_CHARACTERS = 262
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class BiLM(keras.Model):
+    """The ELMo bidirectional language model: character ids -> every layer's activations.
+
+    A `CharCNN` turns each token into a vector, a `ProjectedBiLSTM` reads the sentence in both
+    directions, and the model returns the token vectors and all layers. Sentence boundaries
+    (`<S>` and `</S>`) are added inside, per sentence, and their positions are removed from the
+    outputs, so output position `i` is input token `i`. Inputs are right-padded: a token whose
+    first character id is 0 is padding.
+
+    The model is stateless by default (every call starts from zero state, so a sentence gives
+    the same vectors alone or inside any batch). To reproduce bilm-tf's or AllenNLP's stateful
+    behaviour, or to stream a long text, pass the previous call's `state_h` and `state_c` in.
+
+    Args:
+        lstm_units: int. LSTM cell size. Defaults to `4096`.
+        projection_dim: int. Size of token vectors and LSTM outputs. Defaults to `512`.
+        n_layers: int. LSTM layers per direction. Defaults to `2`.
+        cell_clip, proj_clip: float or None. Defaults to `3.0`.
+        use_skip_connections: bool. Residual connections from the second LSTM layer up.
+            Defaults to `True`.
+        char_embedding_dim, filters, n_highway, n_characters, max_characters_per_token,
+            activation: the `CharCNN` arguments; defaults are the published model's.
+        dropout: float. Dropout on the LSTM inputs during training. Defaults to `0.0`.
+        **kwargs: other keyword arguments of `keras.Model`.
+
+    Call arguments:
+        inputs: int tensor `[batch, tokens, max_characters_per_token]` of character ids, or a
+            dict with `"char_ids"` and optionally `"state_h"` `[batch, 2, n_layers,
+            projection_dim]` and `"state_c"` `[batch, 2, n_layers, lstm_units]`.
+        training: bool.
+
+    Returns:
+        A dict: `"token_embeddings"` `[batch, tokens, projection_dim]`, `"activations"`
+        `[batch, n_layers + 1, tokens, 2 * projection_dim]` (layer 0 is the token vector
+        repeated for both directions, layer `k` is `[forward_k ; backward_k]`), `"mask"`
+        `[batch, tokens]` (bool), and the final `"state_h"`, `"state_c"`.
+
+    Example:
+    >>> bilm = BiLM(lstm_units=64, projection_dim=16, filters=[(1, 4), (2, 8)])
+    >>> ids = elmo_keras.text.batch_to_char_ids([["Hello", "world", "!"], ["Hi"]])
+    >>> bilm(ids)["activations"].shape
+    TensorShape([2, 3, 3, 32])
+
+    Reference:
+        [Peters et al., 2018](https://arxiv.org/abs/1802.05365)
+    """
+
+    def __init__(
+        self,
+        lstm_units=4096,
+        projection_dim=512,
+        n_layers=2,
+        cell_clip=3.0,
+        proj_clip=3.0,
+        use_skip_connections=True,
+        char_embedding_dim=16,
+        filters=DEFAULT_FILTERS,
+        n_highway=2,
+        n_characters=INFERENCE_N_CHARACTERS,
+        max_characters_per_token=50,
+        activation="relu",
+        dropout=0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.lstm_units = lstm_units
+        self.projection_dim = projection_dim
+        self.n_layers = n_layers
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.use_skip_connections = use_skip_connections
+        self.char_embedding_dim = char_embedding_dim
+        self.filters = normalize_filters(filters)
+        self.n_highway = n_highway
+        self.n_characters = n_characters
+        self.max_characters_per_token = max_characters_per_token
+        self.activation = activation
+        self.dropout = dropout
+        # Sublayers are made here (not in build) so that trainers and converters can reach
+        # them before the first call; they are built in `build`.
+        self.char_cnn = CharCNN(
+            n_characters=n_characters,
+            char_embedding_dim=char_embedding_dim,
+            filters=self.filters,
+            n_highway=n_highway,
+            projection_dim=projection_dim,
+            activation=activation,
+            max_characters_per_token=max_characters_per_token,
+            dtype=self.dtype_policy,
+            name="char_cnn",
+        )
+        self.bilstm = ProjectedBiLSTM(
+            units=lstm_units,
+            projection_dim=projection_dim,
+            n_layers=n_layers,
+            cell_clip=cell_clip,
+            proj_clip=proj_clip,
+            use_skip_connections=use_skip_connections,
+            dropout=dropout,
+            return_state=True,
+            dtype=self.dtype_policy,
+            name="bilstm",
+        )
+
+    def build(self, input_shape=None):
+        self.char_cnn.build((None, None, self.max_characters_per_token))
+        self.bilstm.build((None, None, self.projection_dim))
+        self.built = True
+
+    def add_sentence_boundaries(self, char_ids):
+        """`[B, T, C]` -> `[B, T + 2, C]` with `<S>` first and `</S>` after each last token."""
+        batch, steps = tf.shape(char_ids)[0], tf.shape(char_ids)[1]
+        lengths = tf.reduce_sum(tf.cast(char_ids[:, :, 0] != 0, tf.int32), axis=1)
+        width = self.max_characters_per_token
+        bos = tf.constant(bos_char_ids(width), tf.int32)
+        eos = tf.constant(eos_char_ids(width), tf.int32)
+        padded = tf.concat(
+            [
+                tf.tile(bos[None, None, :], [batch, 1, 1]),
+                char_ids,
+                tf.zeros([batch, 1, width], tf.int32),
+            ],
+            axis=1,
+        )
+        is_eos = tf.equal(tf.range(steps + 2)[None, :], (lengths + 1)[:, None])
+        return tf.where(is_eos[:, :, None], eos[None, None, :], padded), lengths
+
+    def call(self, inputs, training=None):
+        state = None
+        if isinstance(inputs, dict):
+            if "char_ids" not in inputs:
+                raise ValueError(
+                    "`BiLM` inputs given as a dict need a 'char_ids' entry. "
+                    f"Received keys: {sorted(inputs)}"
+                )
+            if ("state_h" in inputs) != ("state_c" in inputs):
+                raise ValueError("`BiLM` needs both 'state_h' and 'state_c', or neither.")
+            if "state_h" in inputs:
+                state = [inputs["state_h"], inputs["state_c"]]
+            inputs = inputs["char_ids"]
+        char_ids = tf.cast(inputs, tf.int32)
+        if char_ids.shape.rank != 3:
+            raise ValueError(
+                "`char_ids` must be [batch, tokens, max_characters_per_token]. "
+                f"Received: shape={tuple(char_ids.shape)}"
+            )
+        steps = tf.shape(char_ids)[1]
+        with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
+        embedded = self.char_cnn(with_boundaries)
+        outputs, state_h, state_c = self.bilstm(
+            embedded,
+            mask=tf.sequence_mask(lengths + 2, steps + 2),
+            initial_state=state,
+            training=training,
+        )
+        mask = tf.sequence_mask(lengths, steps)
+        float_mask = tf.cast(mask, embedded.dtype)[:, :, None]
+        token_embeddings = embedded[:, 1 : steps + 1] * float_mask
+        layers = outputs[:, :, 1 : steps + 1] * float_mask[:, None]
+        layer0 = tf.concat([token_embeddings, token_embeddings], axis=-1)[:, None]
+        return {
+            "token_embeddings": token_embeddings,
+            "activations": tf.concat([layer0, layers], axis=1),
+            "mask": mask,
+            "state_h": state_h,
+            "state_c": state_c,
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "lstm_units": self.lstm_units,
+                "projection_dim": self.projection_dim,
+                "n_layers": self.n_layers,
+                "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip,
+                "use_skip_connections": self.use_skip_connections,
+                "char_embedding_dim": self.char_embedding_dim,
+                "filters": [list(f) for f in self.filters],
+                "n_highway": self.n_highway,
+                "n_characters": self.n_characters,
+                "max_characters_per_token": self.max_characters_per_token,
+                "activation": self.activation,
+                "dropout": self.dropout,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_options(cls, options, **kwargs):
+        """Builds the architecture described by a bilm-tf `options.json` dict (no weights)."""
+        from elmo_keras.weights import options_to_bilm_kwargs
+
+        return cls(**options_to_bilm_kwargs(options), **kwargs)
+
+    def to_options(self):
+        """This model's architecture as a bilm-tf options dict (inference convention)."""
+        return {
+            "lstm": {
+                "dim": self.lstm_units,
+                "projection_dim": self.projection_dim,
+                "n_layers": self.n_layers,
+                "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip,
+                "use_skip_connections": self.use_skip_connections,
+            },
+            "char_cnn": {
+                "embedding": {"dim": self.char_embedding_dim},
+                "filters": [list(f) for f in self.filters],
+                "n_highway": self.n_highway,
+                "n_characters": self.n_characters,
+                "max_characters_per_token": self.max_characters_per_token,
+                "activation": self.activation,
+            },
+        }

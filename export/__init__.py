@@ -1,0 +1,1 @@
+"""Export to SavedModel and ONNX, installed as `elmo_keras.export`."""

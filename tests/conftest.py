@@ -1,0 +1,65 @@
+"""Shared test set-up: one TensorFlow import per session, fixture paths, logical CPU devices."""
+
+import os
+import pathlib
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+SHARED = ROOT.parent / "shared"
+
+# Logical CPU devices must be configured before TensorFlow initialises its devices: two of them
+# let MirroredStrategy tests run in this same process. Ordinary tests use the first one.
+N_LOGICAL_CPUS = 2
+
+
+def _configure_tensorflow():
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration()] * N_LOGICAL_CPUS
+        )
+    except RuntimeError:
+        pass  # already initialised (a test imported TensorFlow first)
+    return tf
+
+
+tf = _configure_tensorflow()
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir():
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def bilm_tf_fixture():
+    return FIXTURES / "bilm_tf"
+
+
+@pytest.fixture(scope="session")
+def allennlp_fixture():
+    return FIXTURES / "allennlp"
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """`../shared/data`, the large data sets; tests that need it skip where it is absent."""
+    path = SHARED / "data"
+    if not path.is_dir():
+        pytest.skip(f"shared data folder not found at {path} (only present in the dev checkout)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _clear_keras_session():
+    import keras
+
+    yield
+    keras.utils.clear_session()
