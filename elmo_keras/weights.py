@@ -26,7 +26,7 @@ import tempfile
 
 import numpy as np
 
-# Keras block k comes from TensorFlow block _TF_TO_KERAS[k] (and the permutation is its own inverse).
+# Keras gate block k is TensorFlow block _GATE_PERMUTATION[k]; the permutation is its own inverse.
 _GATE_PERMUTATION = (0, 2, 1, 3)
 
 
@@ -198,7 +198,9 @@ def load_weights(bilm, weights_path):
     try:
         handle = h5py.File(weights_path, "r")
     except OSError as error:
-        raise ValueError(f"weight file {weights_path} is not a readable hdf5 file: {error}") from None
+        raise ValueError(
+            f"weight file {weights_path} is not a readable hdf5 file: {error}"
+        ) from None
     with handle:
         arrays = {}
         for name, shape, _ in plan:

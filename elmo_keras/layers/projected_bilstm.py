@@ -236,7 +236,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
             )
         self.forward_cells = []
         self.backward_cells = []
-        for direction, cells in (("forward", self.forward_cells), ("backward", self.backward_cells)):
+        directions = (("forward", self.forward_cells), ("backward", self.backward_cells))
+        for direction, cells in directions:
             for layer in range(self.n_layers):
                 cell = ProjectedLSTMCell(
                     self.units,
@@ -337,7 +338,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
             state_h[:, 1], state_c[:, 1], True, training,
         )
         outputs = tf.stack(
-            [tf.concat([fw, bw], axis=-1) for fw, bw in zip(forward, backward)], axis=1
+            [tf.concat([fw, bw], axis=-1) for fw, bw in zip(forward, backward, strict=True)], axis=1
         )
         if not self.return_state:
             return outputs
