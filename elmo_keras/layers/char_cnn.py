@@ -189,7 +189,7 @@ class CharCNN(keras.layers.Layer):
         return tf.reshape(x, tf.concat([leading, [self.projection_dim]], axis=0))
 
     def compute_mask(self, char_ids, mask=None):
-        return tf.not_equal(tf.convert_to_tensor(char_ids)[..., 0], 0)
+        return keras.ops.not_equal(char_ids[..., 0], 0)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.projection_dim,)

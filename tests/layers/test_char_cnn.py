@@ -1,0 +1,110 @@
+import keras
+import numpy as np
+import pytest
+
+from elmo_keras.layers import CharCNN
+from tests import numpy_reference as ref
+from tests.layer_checks import (
+    check_config_round_trip,
+    check_keras_file_round_trip,
+    check_one_training_step,
+)
+
+FILTERS = [(1, 4), (2, 6), (3, 8)]
+
+
+def random_ids(rng, batch, tokens, lengths):
+    ids = np.zeros((batch, tokens, 50), "int32")
+    for b, length in enumerate(lengths):
+        for t in range(length):
+            n = rng.integers(1, 10)
+            ids[b, t, 0] = 259
+            ids[b, t, 1 : n + 1] = rng.integers(1, 257, size=n)
+            ids[b, t, n + 1] = 260
+            ids[b, t, n + 2 :] = 261
+    return ids
+
+
+def layer_weights64(layer):
+    emb = np.asarray(layer.char_embedding.embeddings, np.float64)
+    convs = [(np.asarray(c.kernel, np.float64), np.asarray(c.bias, np.float64))
+             for c in layer.convolutions]
+    highways = [
+        tuple(np.asarray(v, np.float64) for v in (h.carry.kernel, h.carry.bias,
+                                                   h.transform.kernel, h.transform.bias))
+        for h in layer.highways
+    ]
+    proj = (np.asarray(layer.projection.kernel, np.float64),
+            np.asarray(layer.projection.bias, np.float64))
+    return emb, convs, highways, proj
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_char_cnn_matches_numpy_reference(activation):
+    rng = np.random.default_rng(0)
+    layer = CharCNN(char_embedding_dim=5, filters=FILTERS, n_highway=2, projection_dim=7,
+                    activation=activation)
+    ids = random_ids(rng, 3, 4, [4, 2, 0])
+    got = np.asarray(layer(ids))
+    emb, convs, highways, proj = layer_weights64(layer)
+    expected = ref.char_cnn(ids.reshape(-1, 50), emb, convs, highways, proj, activation)
+    expected = expected.reshape(3, 4, 7)
+    real = ids[..., 0] != 0
+    np.testing.assert_allclose(got[real], expected[real], atol=1e-5, rtol=1e-5)
+    # Padding tokens give zero vectors and are masked.
+    np.testing.assert_array_equal(got[~real], 0.0)
+    np.testing.assert_array_equal(np.asarray(layer.compute_mask(ids)), real)
+
+
+def test_char_cnn_weight_count_matches_the_published_formula():
+    layer = CharCNN()  # the published configuration
+    layer.build((None, None, 50))
+    # REFERENCE.md section 2: char 4,176 (261 rows + padding row here); CNN 199,168;
+    # highway 2 x 2 x (2048^2 + 2048); projection 2048 x 512 + 512.
+    assert layer.char_embedding.count_params() == 262 * 16
+    assert sum(c.count_params() for c in layer.convolutions) == 199_168
+    assert sum(h.count_params() for h in layer.highways) == 2 * 2 * (2048 * 2048 + 2048)
+    assert layer.projection.count_params() == 2048 * 512 + 512
+
+
+def test_char_cnn_config_keras_file_and_training(tmp_path):
+    layer = CharCNN(char_embedding_dim=4, filters=FILTERS, n_highway=1, projection_dim=6)
+    check_config_round_trip(layer)
+    ids = random_ids(np.random.default_rng(3), 2, 3, [3, 1])
+    inputs = keras.Input((None, 50), dtype="int32")
+    model = keras.Model(inputs, CharCNN(char_embedding_dim=4, filters=FILTERS, n_highway=1,
+                                        projection_dim=6)(inputs))
+    check_keras_file_round_trip(model, ids, tmp_path)
+    before, after = check_one_training_step(model, ids, lambda y: keras.ops.mean(y**2))
+    assert after < before
+
+
+def test_char_cnn_mixed_precision_runs():
+    layer = CharCNN(char_embedding_dim=4, filters=FILTERS, n_highway=1, projection_dim=6,
+                    dtype="mixed_float16")
+    ids = random_ids(np.random.default_rng(4), 2, 3, [3, 1])
+    out = layer(ids)
+    assert out.dtype == "float16"
+    assert np.all(np.isfinite(np.asarray(out, np.float32)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"projection_dim": 0}, "`projection_dim` must be an integer >= 1. Received: "
+                                "projection_dim=0"),
+        ({"activation": "gelu"}, "`activation` must be 'relu' or 'tanh'"),
+        ({"filters": [(1, 0)]}, "`filters` must be a non-empty list"),
+        ({"filters": "abc"}, "`filters` must be a list of"),
+        ({"filters": [(60, 2)]}, "filter width must be <= `max_characters_per_token`"),
+    ],
+)
+def test_char_cnn_argument_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        CharCNN(**kwargs)
+
+
+def test_char_cnn_rejects_wrong_number_of_characters_per_token():
+    layer = CharCNN(filters=FILTERS, projection_dim=4)
+    with pytest.raises(ValueError, match="50"):
+        layer(np.zeros((1, 2, 30), "int32"))

@@ -1,0 +1,184 @@
+import keras
+import numpy as np
+import pytest
+
+from elmo_keras.layers import ProjectedBiLSTM, ProjectedLSTMCell
+from tests import numpy_reference as ref
+from tests.layer_checks import (
+    check_config_round_trip,
+    check_keras_file_round_trip,
+    check_one_training_step,
+)
+
+UNITS, PROJ, FEATURES = 12, 5, 5
+
+
+def tf_layout(cell):
+    """Keras-order weights of a cell -> TensorFlow's (W_0, B, W_P_0), written out here."""
+    w = np.concatenate([np.asarray(cell.kernel), np.asarray(cell.recurrent_kernel)])
+    w = w.astype(np.float64)
+    b = np.asarray(cell.bias, np.float64)
+    i, f, c, o = np.split(w, 4, axis=1)
+    bi, bf, bc, bo = np.split(b, 4)
+    return np.concatenate([i, c, f, o], 1), np.concatenate([bi, bc, bf, bo]), np.asarray(
+        cell.projection_kernel, np.float64)
+
+
+def make_layer(rng, scale=1.0, **kwargs):
+    layer = ProjectedBiLSTM(UNITS, PROJ, n_layers=2, return_state=True, **kwargs)
+    layer.build((None, None, FEATURES))
+    for w in layer.weights:
+        w.assign((scale * rng.normal(size=w.shape) / np.sqrt(w.shape[0])).astype("float32"))
+    return layer
+
+
+def reference_cells(layer):
+    return [[tf_layout(c) for c in layer.forward_cells],
+            [tf_layout(c) for c in layer.backward_cells]]
+
+
+def run_reference(layer, x, lengths, state=None):
+    cells = reference_cells(layer)
+    outs, finals = [], []
+    for b, n in enumerate(lengths):
+        s = None
+        if state is not None:
+            h, c = state
+            s = {(d, k): (h[b, d, k].astype(np.float64), c[b, d, k].astype(np.float64))
+                 for d in (0, 1) for k in range(layer.n_layers)}
+        layers, final = ref.bilstm_sentence(x[b, :n].astype(np.float64), cells,
+                                             layer.use_skip_connections, layer.cell_clip,
+                                             layer.proj_clip, s)
+        outs.append(layers)
+        finals.append(final)
+    return outs, finals
+
+
+@pytest.mark.parametrize("use_skip", [True, False])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_bilstm_matches_numpy_reference(use_skip, with_state):
+    rng = np.random.default_rng(0)
+    # Large weights and small clips so that both clips are active.
+    layer = make_layer(rng, scale=3.0, use_skip_connections=use_skip, cell_clip=1.5,
+                       proj_clip=0.4)
+    lengths = [7, 5, 1, 3, 0]
+    x = rng.normal(size=(5, 7, FEATURES)).astype("float32")
+    mask = np.arange(7)[None, :] < np.array(lengths)[:, None]
+    x[~mask] = 99.0  # garbage in padding must not matter
+    state = None
+    if with_state:
+        state = (rng.normal(size=(5, 2, 2, PROJ)).astype("float32") * 0.3,
+                 rng.normal(size=(5, 2, 2, UNITS)).astype("float32"))
+    out, h, c = layer(x, mask=mask, initial_state=state)
+    out, h, c = np.asarray(out), np.asarray(h), np.asarray(c)
+    expected, finals = run_reference(layer, x, lengths, state)
+    for b, n in enumerate(lengths):
+        np.testing.assert_allclose(out[b, :, :n], expected[b], atol=1e-5, rtol=1e-5)
+        np.testing.assert_array_equal(out[b, :, n:], 0.0)
+        for d in (0, 1):
+            for k in range(2):
+                if n == 0:  # nothing to read: the state passes through unchanged
+                    want_h = state[0][b, d, k] if state else np.zeros(PROJ)
+                    want_c = state[1][b, d, k] if state else np.zeros(UNITS)
+                else:
+                    want_h, want_c = finals[b][(d, k)]
+                np.testing.assert_allclose(h[b, d, k], want_h, atol=1e-5, rtol=1e-5)
+                np.testing.assert_allclose(c[b, d, k], want_c, atol=1e-5, rtol=1e-5)
+    # The clips really acted: without them the reference gives other numbers.
+    cells = reference_cells(layer)
+    unclipped, _ = ref.bilstm_sentence(x[0].astype(np.float64), cells, use_skip, None, None)
+    assert np.abs(unclipped - expected[0]).max() > 1e-2
+    assert np.abs(out[:, :, :, :PROJ]).max() <= 0.4 + 1e-6 or use_skip
+
+
+def test_bilstm_padding_invariance_every_layer_and_direction():
+    rng = np.random.default_rng(1)
+    layer = make_layer(rng)
+    sentence = rng.normal(size=(1, 4, FEATURES)).astype("float32")
+    alone = np.asarray(layer(sentence)[0])[0]
+    batch = rng.normal(size=(3, 9, FEATURES)).astype("float32")
+    batch[1, :4] = sentence[0]
+    mask = np.arange(9)[None, :] < np.array([9, 4, 2])[:, None]
+    inside = np.asarray(layer(batch, mask=mask)[0])[1, :, :4]
+    np.testing.assert_allclose(inside, alone, atol=1e-6, rtol=0)
+
+
+def test_forward_state_carry_equals_one_long_run():
+    rng = np.random.default_rng(2)
+    layer = make_layer(rng)
+    x = rng.normal(size=(2, 8, FEATURES)).astype("float32")
+    whole, h_whole, c_whole = layer(x)
+    first, h1, c1 = layer(x[:, :5])
+    second, h2, c2 = layer(x[:, 5:], initial_state=[h1, c1])
+    forward = np.concatenate([np.asarray(first), np.asarray(second)], axis=2)[..., :PROJ]
+    np.testing.assert_allclose(forward, np.asarray(whole)[..., :PROJ], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(h2)[:, 0], np.asarray(h_whole)[:, 0], atol=1e-6)
+
+
+def test_cell_steps_inside_keras_rnn_match_the_reference():
+    rng = np.random.default_rng(3)
+    cell = ProjectedLSTMCell(UNITS, PROJ, cell_clip=3.0, proj_clip=3.0)
+    rnn = keras.layers.RNN(cell, return_sequences=True)
+    x = rng.normal(size=(2, 6, FEATURES)).astype("float32")
+    got = np.asarray(rnn(x))
+    w0, b, wp = tf_layout(cell)
+    for i in range(2):
+        expected, _, _ = ref.lstm_sentence(x[i].astype(np.float64), w0, b, wp, np.zeros(PROJ),
+                                           np.zeros(UNITS), 3.0, 3.0)
+        np.testing.assert_allclose(got[i], expected, atol=1e-5)
+
+
+def test_bilstm_config_keras_file_training_and_mask(tmp_path):
+    layer = ProjectedBiLSTM(8, 4, n_layers=2, dropout=0.1)
+    check_config_round_trip(layer)
+    inputs = keras.Input((None, 4))
+    masked = keras.layers.Masking(0.0)(inputs)
+    outputs = ProjectedBiLSTM(8, 4, n_layers=2, dropout=0.1)(masked)
+    model = keras.Model(inputs, outputs)
+    x = np.random.default_rng(4).normal(size=(3, 5, 4)).astype("float32")
+    x[1, 3:] = 0.0
+    check_keras_file_round_trip(model, x, tmp_path)
+    out = np.asarray(model(x))
+    np.testing.assert_array_equal(out[1, :, 3:], 0.0)  # the Keras mask reached the layer
+    before, after = check_one_training_step(model, x, lambda y: keras.ops.mean((y - 1.0) ** 2),
+                                            learning_rate=0.1)
+    assert after < before
+    assert len(model.trainable_weights) == 2 * 2 * 4
+
+
+def test_bilstm_weight_count_of_the_published_configuration():
+    layer = ProjectedBiLSTM(4096, 512, n_layers=2)
+    layer.build((None, None, 512))
+    # REFERENCE.md: the LSTMs hold 75.6M parameters.
+    assert layer.count_params() == 4 * ((512 + 512) * 4 * 4096 + 4 * 4096 + 4096 * 512)
+    assert round(layer.count_params() / 1e6, 1) == 75.6
+
+
+def test_bilstm_mixed_precision_and_dropout_in_training():
+    layer = ProjectedBiLSTM(8, 4, dropout=0.5, dtype="mixed_float16")
+    x = np.ones((2, 3, 4), "float32")
+    out = layer(x)
+    assert out.dtype == "float16"
+    a, b = np.asarray(layer(x, training=True)), np.asarray(layer(x, training=True))
+    assert not np.allclose(a, b)  # dropout active in training
+    np.testing.assert_array_equal(np.asarray(layer(x)), np.asarray(layer(x)))  # not at inference
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"units": 0, "projection_dim": 4}, "`units` must be an integer >= 1"),
+        ({"units": 4, "projection_dim": 4, "cell_clip": -1}, "`cell_clip` must be a positive"),
+        ({"units": 4, "projection_dim": 4, "dropout": 1.0}, "`dropout` must be a float in"),
+        ({"units": 4, "projection_dim": 4, "n_layers": 0}, "`n_layers` must be an integer"),
+    ],
+)
+def test_bilstm_argument_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        ProjectedBiLSTM(**kwargs)
+
+
+def test_bilstm_initial_state_must_be_a_pair():
+    layer = ProjectedBiLSTM(4, 2)
+    with pytest.raises(ValueError, match="initial_state"):
+        layer(np.ones((1, 2, 2), "float32"), initial_state=[np.zeros((1, 2, 2, 2), "float32")])

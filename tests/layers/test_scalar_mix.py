@@ -1,0 +1,83 @@
+import keras
+import numpy as np
+import pytest
+
+from elmo_keras.layers import ScalarMix
+from tests import numpy_reference as ref
+from tests.layer_checks import check_config_round_trip, check_keras_file_round_trip
+
+
+def layers_and_mask(seed=0):
+    rng = np.random.default_rng(seed)
+    layers = rng.normal(size=(3, 3, 5, 6)).astype("float32") * 2 + 1
+    mask = np.arange(5)[None, :] < np.array([5, 2, 3])[:, None]
+    layers = layers * mask[:, None, :, None]
+    return layers, mask
+
+
+@pytest.mark.parametrize("do_layer_norm", [False, True])
+def test_scalar_mix_matches_bilm_tf_formula(do_layer_norm):
+    # The weights and gamma of bilm-tf's own test (tests/test_elmo.py).
+    layers, mask = layers_and_mask()
+    mix = ScalarMix(3, do_layer_norm=do_layer_norm, initial_scalar_weights=[0.1, 0.3, 0.5],
+                    initial_gamma=1.1)
+    got = np.asarray(mix(layers, mask=mask))
+    expected = ref.scalar_mix(layers.astype(np.float64), mask, np.array([0.1, 0.3, 0.5]), 1.1,
+                              do_layer_norm)
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
+    # A list of layers gives the same result as the stacked tensor.
+    as_list = np.asarray(mix([layers[:, j] for j in range(3)], mask=mask))
+    np.testing.assert_allclose(as_list, got, atol=1e-6)
+
+
+def test_scalar_mix_layer_norm_ignores_padding_values():
+    layers, mask = layers_and_mask(1)
+    mix = ScalarMix(3, do_layer_norm=True)
+    a = np.asarray(mix(layers, mask=mask))
+    noisy = layers.copy()
+    noisy[~np.broadcast_to(mask[:, None, :], noisy.shape[:3])] = 1e3
+    b = np.asarray(mix(noisy, mask=mask))
+    np.testing.assert_allclose(a[mask], b[mask], atol=1e-5)
+
+
+def test_scalar_mix_top_only_and_l2():
+    layers, mask = layers_and_mask(2)
+    mix = ScalarMix(3, use_top_only=True, initial_gamma=0.88)
+    np.testing.assert_allclose(np.asarray(mix(layers)), 0.88 * layers[:, -1], atol=1e-6)
+    reg = ScalarMix(3, l2_coef=0.5, initial_scalar_weights=[1.0, 2.0, 0.0])
+    reg(layers)
+    np.testing.assert_allclose(float(sum(reg.losses)), 0.5 * (1 + 4), rtol=1e-6)
+
+
+def test_scalar_mix_gradients_config_and_keras_file(tmp_path):
+    import tensorflow as tf
+
+    layers, mask = layers_and_mask(3)
+    mix = ScalarMix(3)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(mix(layers, mask=mask) * np.arange(6, dtype="float32"))
+    grads = tape.gradient(loss, mix.trainable_weights)
+    assert all(np.any(np.asarray(g) != 0) for g in grads)
+    check_config_round_trip(ScalarMix(3, do_layer_norm=True, l2_coef=0.1,
+                                      initial_scalar_weights=[1, 2, 3]))
+    inputs = keras.Input((3, None, 6))
+    model = keras.Model(inputs, ScalarMix(3, initial_scalar_weights=[0.5, 0.0, -1.0])(inputs))
+    check_keras_file_round_trip(model, layers, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_layers": 0}, "`num_layers` must be an integer >= 1"),
+        ({"num_layers": 3, "initial_scalar_weights": [1.0]}, "`initial_scalar_weights` must have"),
+        ({"num_layers": 3, "l2_coef": -1}, "`l2_coef` must be a number >= 0"),
+    ],
+)
+def test_scalar_mix_argument_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ScalarMix(**kwargs)
+
+
+def test_scalar_mix_wrong_layer_count():
+    with pytest.raises(ValueError, match="expects 3 layers"):
+        ScalarMix(3)([np.ones((1, 2, 4), "float32")] * 2)

@@ -1,0 +1,172 @@
+"""The biLM against the published fixtures (bilm-tf and AllenNLP) and the NumPy reference."""
+
+import json
+
+import h5py
+import keras
+import numpy as np
+import pytest
+
+from elmo_keras.models import BiLM
+from elmo_keras.text import batch_to_char_ids, bos_char_ids, eos_char_ids
+from elmo_keras.weights import load_bilm, read_options, save_weights
+from tests import numpy_reference as ref
+from tests.layer_checks import check_keras_file_round_trip, check_one_training_step
+
+FIXTURES = {
+    "bilm-tf": ("bilm_tf/model", "lm_embeddings_sentences.json"),
+    "allennlp": ("allennlp", "sentences.json"),
+}
+
+
+def fixture_model(fixtures_dir, name):
+    folder = fixtures_dir / FIXTURES[name][0]
+    return load_bilm(folder / "options.json", folder / "lm_weights.hdf5"), folder
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_stateful_replay_matches_the_fixture(fixtures_dir, name):
+    """10 batches of 3 sentences, state carried per row through explicit state in/out."""
+    bilm, folder = fixture_model(fixtures_dir, name)
+    sentences = json.loads((folder / FIXTURES[name][1]).read_text())
+    expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
+    state = {}
+    worst, worst_stateless = 0.0, 0.0
+    for i in range(10):
+        batch = [sentences[k][i].split() for k in range(3)]
+        ids = batch_to_char_ids(batch)
+        out = bilm({"char_ids": ids, **state})
+        stateless = bilm(ids)["activations"].numpy()[:, -1]
+        state = {"state_h": out["state_h"], "state_c": out["state_c"]}
+        top = out["activations"].numpy()[:, -1]
+        np.testing.assert_array_equal(out["mask"].numpy().sum(1), [len(s) for s in batch])
+        for k in range(3):
+            want = expected[k][str(i)][...]
+            want = np.concatenate([want[0], want[1]], axis=-1)
+            n = len(batch[k])
+            worst = max(worst, np.abs(top[k, :n] - want).max())
+            if i > 0:
+                worst_stateless = max(worst_stateless, np.abs(stateless[k, :n] - want).max())
+            else:  # the first batch starts from zero state in the fixture too
+                np.testing.assert_allclose(stateless[k, :n], want, atol=1e-5, rtol=0)
+    assert worst <= 1e-5, worst
+    # The state is what makes batches 1..9 match: from zero state they are far off.
+    assert worst_stateless > 1e-2
+
+
+def test_token_embeddings_match_allennlp(fixtures_dir):
+    bilm, folder = fixture_model(fixtures_dir, "allennlp")
+    words = (folder / "vocab_test.txt").read_text().split("\n")
+    words = [w for w in words if w]
+    expected = h5py.File(folder / "elmo_token_embeddings.hdf5", "r")["embedding"][...]
+    assert len(words) == expected.shape[0] == 458
+    got = bilm.char_cnn(batch_to_char_ids([words])).numpy()[0]
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+    # The model's own <S>/</S> vectors equal those of the literal tokens.
+    boundary = bilm.char_cnn(np.stack([bos_char_ids(), eos_char_ids()])[None]).numpy()[0]
+    np.testing.assert_allclose(boundary, expected[[words.index("<S>"), words.index("</S>")]],
+                               atol=1e-5)
+
+
+def test_bilm_matches_numpy_reference_through_the_published_layout(fixtures_dir, tmp_path):
+    """A random model is written in bilm-tf's layout; the NumPy reference reads that file."""
+    options = read_options(fixtures_dir / "allennlp" / "options.json")
+    options["lstm"]["cell_clip"] = 0.5  # make the clips act
+    options["lstm"]["proj_clip"] = 0.2
+    keras.utils.set_random_seed(7)
+    bilm = BiLM.from_options(options)
+    bilm.build()
+    for w in bilm.weights:  # move biases and embeddings off their initial values
+        w.assign(w + np.random.default_rng(0).normal(size=w.shape).astype("float32") * 0.1)
+    save_weights(bilm, tmp_path / "w.hdf5")
+    with h5py.File(tmp_path / "w.hdf5", "r") as f:
+        arrays = {name: f[name][...].astype(np.float64) for name in _datasets(f)}
+    sentences = [["The", "bank", "of", "the", "river", "."], ["Money", "in", "a", "bank"], ["Ok"]]
+    out = bilm(batch_to_char_ids(sentences))
+    cells = ref.published_cells(arrays, 2)
+    for b, sentence in enumerate(sentences):
+        ids = np.concatenate([bos_char_ids()[None], batch_to_char_ids([sentence])[0],
+                              eos_char_ids()[None]])
+        tokens = ref.char_cnn_from_published(arrays, 5, ids)
+        layers, _ = ref.bilstm_sentence(tokens, cells, True, 0.5, 0.2)
+        n = len(sentence)
+        np.testing.assert_allclose(out["token_embeddings"].numpy()[b, :n], tokens[1:-1],
+                                   atol=1e-5)
+        np.testing.assert_allclose(out["activations"].numpy()[b, 1:, :n], layers[:, 1:-1],
+                                   atol=1e-5)
+        np.testing.assert_array_equal(out["activations"].numpy()[b, :, n:], 0.0)
+
+
+def _datasets(group, prefix=""):
+    for key, item in group.items():
+        if isinstance(item, h5py.Dataset):
+            yield prefix + key
+        else:
+            yield from _datasets(item, prefix + key + "/")
+
+
+def test_padding_invariance_every_layer_both_directions(fixtures_dir):
+    bilm, _ = fixture_model(fixtures_dir, "allennlp")
+    sentence = "The bank raised its interest rates .".split()
+    alone = bilm(batch_to_char_ids([sentence]))["activations"].numpy()[0]
+    batch = [["A"], "In the spring the river burst its bank and the fields flooded .".split(),
+             sentence, "Short one".split()]
+    inside = bilm(batch_to_char_ids(batch))["activations"].numpy()[2, :, : len(sentence)]
+    assert alone.shape == (3, len(sentence), 32)
+    np.testing.assert_allclose(inside, alone, atol=1e-6, rtol=0)
+
+
+def test_output_structure_and_empty_sentences(fixtures_dir):
+    bilm, _ = fixture_model(fixtures_dir, "bilm-tf")
+    ids = batch_to_char_ids([["a", "b", "c"], []])
+    out = bilm(ids)
+    assert out["token_embeddings"].shape == (2, 3, 16)
+    assert out["activations"].shape == (2, 3, 3, 32)
+    assert out["state_h"].shape == (2, 2, 2, 16) and out["state_c"].shape == (2, 2, 2, 64)
+    np.testing.assert_array_equal(out["mask"].numpy(), [[True] * 3, [False] * 3])
+    np.testing.assert_array_equal(out["activations"].numpy()[1], 0.0)
+    layer0 = out["activations"].numpy()[0, 0]
+    np.testing.assert_array_equal(layer0[:, :16], out["token_embeddings"].numpy()[0])
+    np.testing.assert_array_equal(layer0[:, 16:], out["token_embeddings"].numpy()[0])
+
+
+def test_keras_file_round_trip_is_identical(fixtures_dir, tmp_path):
+    bilm, _ = fixture_model(fixtures_dir, "allennlp")
+    ids = batch_to_char_ids([["Hello", "world"], ["Keras", "saves", "this", "."]])
+    loaded = check_keras_file_round_trip(bilm, ids, tmp_path)
+    assert isinstance(loaded, BiLM)
+    assert loaded.get_config() == bilm.get_config()
+
+
+def test_one_training_step_and_mixed_precision(fixtures_dir):
+    ids = batch_to_char_ids([["Hello", "world"], ["Bye"]])
+    keras.utils.set_random_seed(1)
+    small = BiLM(lstm_units=16, projection_dim=8, filters=[(1, 4), (2, 4)], n_highway=1,
+                 dropout=0.1)
+    before, after = check_one_training_step(
+        small, ids, lambda out: keras.ops.mean((out["activations"] - 0.5) ** 2),
+        learning_rate=0.5,
+    )
+    assert after < before
+    mixed = BiLM(lstm_units=16, projection_dim=8, filters=[(1, 4), (2, 4)], n_highway=1,
+                 dtype="mixed_float16")
+    out = mixed(ids)
+    assert out["activations"].dtype == "float16"
+    assert np.all(np.isfinite(out["activations"].numpy().astype(np.float32)))
+
+
+def test_published_configuration_parameter_count():
+    bilm = BiLM()
+    bilm.build()
+    # REFERENCE.md: 93.6M without the softmax (our embedding has the extra padding row).
+    assert round((bilm.count_params() - 16) / 1e6, 1) == 93.6
+
+
+def test_bad_inputs_are_named():
+    bilm = BiLM(lstm_units=8, projection_dim=4, filters=[(1, 4)], n_highway=0)
+    with pytest.raises(ValueError, match="'char_ids'"):
+        bilm({"ids": np.zeros((1, 2, 50), "int32")})
+    with pytest.raises(ValueError, match="both 'state_h' and 'state_c'"):
+        bilm({"char_ids": np.zeros((1, 2, 50), "int32"), "state_h": np.zeros((1, 2, 2, 4))})
+    with pytest.raises(ValueError, match=r"\[batch, tokens, max_characters_per_token\]"):
+        bilm(np.zeros((2, 50), "int32"))
