@@ -1,1 +1,31 @@
-"""Export to SavedModel and ONNX, installed as `elmo_keras.export`."""
+"""Export a biLM for serving: SavedModel, ONNX, int8 ONNX. Installed as `elmo_keras.export`.
+
+- `export_savedmodel(bilm, directory, scalar_mix=None)`: SavedModel with the TF-Hub-style
+  `default`, `tokens`, `char_ids` (and `char_ids_with_state`) signatures.
+- `export_onnx(bilm, path, scalar_mix=None, stateful=False, opset=17)`: ONNX via tf2onnx.
+- `quantize_onnx(source, destination)`: int8 dynamic quantization.
+- `export_model(options_path, weights_path, output, formats="all", overwrite=False, ...)`:
+  all of it into one folder, written atomically (what `elmo-keras export` runs).
+
+The submodules import TensorFlow; this package imports them on first use.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "export_savedmodel": "savedmodel",
+    "ElmoServingModule": "savedmodel",
+    "export_onnx": "onnx",
+    "quantize_onnx": "onnx",
+    "export_model": "writer",
+    "atomic_directory": "writer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -133,7 +133,7 @@ def test_bilstm_config_keras_file_training_and_mask(tmp_path):
     check_config_round_trip(layer)
     inputs = keras.Input((None, 4))
     masked = keras.layers.Masking(0.0)(inputs)
-    outputs = ProjectedBiLSTM(8, 4, n_layers=2, dropout=0.1)(masked)
+    outputs = ProjectedBiLSTM(8, 4, n_layers=2)(masked)
     model = keras.Model(inputs, outputs)
     x = np.random.default_rng(4).normal(size=(3, 5, 4)).astype("float32")
     x[1, 3:] = 0.0
