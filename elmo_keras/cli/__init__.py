@@ -49,6 +49,31 @@ def prepare_environment():
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
+def import_tensorflow():
+    """Imports TensorFlow with its start-up log lines hidden (set ELMO_KERAS_DEBUG=1 to see them).
+
+    TensorFlow's C++ logging prints several lines on import that `TF_CPP_MIN_LOG_LEVEL` does not
+    reach; a command-line user should see the command's own output.
+    """
+    if os.environ.get("ELMO_KERAS_DEBUG") or "tensorflow" in sys.modules:
+        import tensorflow
+
+        return tensorflow
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        import tensorflow
+
+        tensorflow.config.list_physical_devices()  # device discovery logs, too
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return tensorflow
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)

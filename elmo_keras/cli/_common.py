@@ -1,0 +1,70 @@
+"""Helpers shared by the subcommands: atomic output files, input reading, a progress bar."""
+
+import contextlib
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+from elmo_keras.cli import CommandError
+
+
+def read_sentences(path):
+    """One whitespace-tokenized sentence per line; an empty line is an empty sentence."""
+    path = pathlib.Path(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return [line.split() for line in handle.read().splitlines()]
+    except FileNotFoundError:
+        raise CommandError(f"input file not found: {path}") from None
+    except IsADirectoryError:
+        raise CommandError(f"input is a directory, not a file: {path}") from None
+    except UnicodeDecodeError as error:
+        raise CommandError(f"input file {path} is not UTF-8 text ({error.reason} at byte "
+                           f"{error.start})") from None
+
+
+@contextlib.contextmanager
+def atomic_output_file(path, overwrite=True):
+    """Yields a temporary path next to `path`; moves it into place only if the block succeeds."""
+    path = pathlib.Path(path)
+    if path.exists() and not overwrite:
+        raise CommandError(f"output exists: {path} (pass --overwrite to replace it)")
+    if not path.parent.exists():
+        raise CommandError(f"output folder does not exist: {path.parent}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(fd)
+    tmp = pathlib.Path(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class Progress:
+    """A one-line progress bar on a terminal (stderr); silent when stderr is not a terminal."""
+
+    def __init__(self, total, unit="sentences", stream=None):
+        self.total = total
+        self.unit = unit
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() and total > 0
+        self.start = time.monotonic()
+
+    def __call__(self, done):
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.start
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - done) / rate if rate > 0 else 0.0
+        width = 30
+        filled = int(width * done / self.total)
+        bar = "#" * filled + "-" * (width - filled)
+        self.stream.write(
+            f"\r[{bar}] {done}/{self.total} {self.unit} {rate:.1f}/s ETA {eta:.0f}s"
+        )
+        if done >= self.total:
+            self.stream.write("\n")
+        self.stream.flush()

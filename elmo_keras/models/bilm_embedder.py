@@ -1,0 +1,81 @@
+import numpy as np
+import tensorflow as tf
+
+from elmo_keras.text.char_ids import batch_to_char_ids
+
+
+class BiLMEmbedder:
+    """Embeds many tokenized sentences with a `BiLM`, fast and independent of batching.
+
+    Sentences are sorted by length and cut into batches of similar length (little padding), run
+    through one compiled `tf.function`, and returned in input order. Every sentence starts from
+    zero state, so its vectors do not depend on the batch size or on its neighbours.
+
+    Args:
+        bilm: a `BiLM`.
+        batch_size: int. Sentences per batch. Defaults to `64`.
+        jit_compile: bool. Compile with XLA (one compilation per distinct shape). Defaults to
+            `False`.
+
+    Example:
+    >>> embedder = BiLMEmbedder(load_bilm("options.json", "weights.hdf5"))
+    >>> vectors = embedder.embed([["Hello", "world"], []])
+    >>> vectors[0].shape, vectors[1].shape  # (n_layers + 1, n_tokens, 2 * projection_dim)
+    ((3, 2, 1024), (3, 0, 1024))
+    """
+
+    def __init__(self, bilm, batch_size=64, jit_compile=False):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(
+                f"`batch_size` must be a positive integer. Received: batch_size={batch_size!r}"
+            )
+        self.bilm = bilm
+        self.batch_size = batch_size
+        self.jit_compile = jit_compile
+        width = bilm.max_characters_per_token
+        self._run = tf.function(
+            lambda ids: bilm(ids, training=False)["activations"],
+            input_signature=[tf.TensorSpec([None, None, width], tf.int32)],
+            jit_compile=jit_compile,
+        )
+
+    @property
+    def n_layers(self):
+        return self.bilm.n_layers
+
+    @property
+    def output_dim(self):
+        return 2 * self.bilm.projection_dim
+
+    def batches(self, sentences):
+        """Yields lists of indices into `sentences`, grouped by similar length."""
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
+
+    def embed(self, sentences, progress=None):
+        """Returns one float32 array `(n_layers + 1, n_tokens, 2 * projection_dim)` a sentence.
+
+        `progress`, if given, is called with the number of sentences done after each batch.
+        """
+        results = [None] * len(sentences)
+        empty = np.zeros((self.n_layers + 1, 0, self.output_dim), np.float32)
+        done = 0
+        for indices in self.batches(sentences):
+            batch = [list(sentences[i]) for i in indices]
+            if max(len(s) for s in batch) == 0:
+                for i in indices:
+                    results[i] = empty.copy()
+            else:
+                ids = batch_to_char_ids(
+                    batch, max_characters_per_token=self.bilm.max_characters_per_token
+                )
+                activations = self._run(tf.constant(ids)).numpy()
+                for row, i in enumerate(indices):
+                    results[i] = np.ascontiguousarray(
+                        activations[row, :, : len(sentences[i])], np.float32
+                    )
+            done += len(indices)
+            if progress is not None:
+                progress(done)
+        return results

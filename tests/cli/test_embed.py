@@ -1,0 +1,104 @@
+import h5py
+import numpy as np
+import pytest
+
+from elmo_keras.cli import main
+from elmo_keras.text import batch_to_char_ids
+from elmo_keras.weights import load_bilm
+
+SENTENCES = [
+    "The bank raised its interest rates .",
+    "",
+    "She sat on the bank of the river and watched the water flow past slowly .",
+    "Hello",
+    "A b c d",
+]
+
+
+@pytest.fixture
+def model_args(allennlp_fixture):
+    return ["--options", str(allennlp_fixture / "options.json"),
+            "--weights", str(allennlp_fixture / "lm_weights.hdf5")]
+
+
+@pytest.fixture
+def input_file(tmp_path):
+    path = tmp_path / "sentences.txt"
+    path.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    return path
+
+
+def read(path):
+    with h5py.File(path, "r") as f:
+        return {k: f[k][...] for k in f}
+
+
+def test_embed_writes_one_dataset_per_line_independent_of_batch_size(
+        tmp_path, model_args, input_file, allennlp_fixture, capsys):
+    outputs = {}
+    for batch_size in (1, 3, 64):
+        out = tmp_path / f"out{batch_size}.hdf5"
+        code = main(["embed", *model_args, "--input", str(input_file), "--output", str(out),
+                     "--batch-size", str(batch_size)])
+        assert code == 0
+        outputs[batch_size] = read(out)
+    assert "wrote 5 sentences" in capsys.readouterr().out
+    data = outputs[1]
+    assert sorted(data, key=int) == [str(i) for i in range(5)]
+    for i, sentence in enumerate(SENTENCES):
+        assert data[str(i)].shape == (3, len(sentence.split()), 32)
+        assert data[str(i)].dtype == np.float32
+        for other in (3, 64):
+            np.testing.assert_allclose(outputs[other][str(i)], data[str(i)], atol=1e-6, rtol=0)
+    # Each sentence equals the model run on that sentence alone, from zero state.
+    bilm = load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
+    alone = bilm(batch_to_char_ids([SENTENCES[2].split()]))["activations"].numpy()[0]
+    np.testing.assert_allclose(data["2"], alone, atol=1e-6, rtol=0)
+
+
+def test_embed_bad_input_fails_cleanly(tmp_path, model_args, capsys):
+    out = tmp_path / "out.hdf5"
+    code = main(["embed", *model_args, "--input", str(tmp_path / "missing.txt"),
+                 "--output", str(out)])
+    assert code != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"elmo-keras embed: error: input file not found: {tmp_path / 'missing.txt'}"]
+    assert not out.exists()
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    assert main(["embed", *model_args, "--input", str(tmp_path / "latin1.txt"),
+                 "--output", str(out)]) != 0
+    assert "is not UTF-8 text" in capsys.readouterr().err
+    assert list(tmp_path.glob("*hdf5*")) == []
+
+
+def test_embed_bad_weights_leave_no_output(tmp_path, input_file, allennlp_fixture, capsys):
+    bad = tmp_path / "bad.hdf5"
+    bad.write_bytes(b"garbage")
+    out = tmp_path / "out.hdf5"
+    code = main(["embed", "--options", str(allennlp_fixture / "options.json"), "--weights",
+                 str(bad), "--input", str(input_file), "--output", str(out)])
+    assert code != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a readable hdf5 file" in err[0]
+    assert not out.exists() and not list(tmp_path.glob(".out.hdf5*"))
+
+
+def test_embed_refuses_to_overwrite_and_checks_arguments(tmp_path, model_args, input_file,
+                                                         capsys):
+    out = tmp_path / "out.hdf5"
+    out.write_bytes(b"keep me")
+    assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out)]) == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert out.read_bytes() == b"keep me"
+    assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out),
+                 "--batch-size", "0"]) == 2
+    assert "--batch-size must be a positive integer. Received: 0" in capsys.readouterr().err
+    assert main(["embed", "--input", str(input_file), "--output", str(tmp_path / "new.hdf5")]) == 2
+    assert "needs --options and --weights" in capsys.readouterr().err
+
+
+def test_demo_with_the_bundled_model(capsys):
+    assert main(["demo", "--model", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert "(3, 10, 32)  I deposited the cheque at the bank on Friday ." in out
+    assert "0 (tokens)   1.00  1.00  1.00  1.00  1.00  1.00" in out
