@@ -29,6 +29,8 @@ def add_parser(subparsers):
                         help="wikitext2: train one now (default); tiny: the bundled model")
     parser.add_argument("--minutes", type=float, default=3.0,
                         help="training time budget for --model wikitext2 (default 3)")
+    parser.add_argument("--eval-tokens", type=int, default=10_000,
+                        help="words of the WikiText-2 test split to evaluate on (default 10000)")
     parser.add_argument("--output", default="runs/demo",
                         help="where the trained model goes (default runs/demo)")
     return parser
@@ -77,10 +79,11 @@ def run(args):
         bilm = load_bilm(folder / "options.json", folder / "lm_weights.hdf5")
         show_embeddings(bilm, "the bundled tiny model (AllenNLP's test biLM)")
         return 0
-    from elmo_keras.training.quickstart import quickstart
+    from elmo_keras.training.pipeline import quickstart
 
-    summary = quickstart(args.output, time_budget_s=60 * args.minutes)
+    summary = quickstart(args.output, time_budget_s=60 * args.minutes,
+                         eval_tokens=args.eval_tokens)
     folder = pathlib.Path(summary["output_dir"])
-    bilm = load_bilm(folder / "options.json", folder / "weights.hdf5")
+    bilm = load_bilm(folder / "options.json", folder / "lm_weights.hdf5")
     show_embeddings(bilm, f"the biLM just trained ({folder})")
     return 0

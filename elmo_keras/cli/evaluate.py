@@ -1,0 +1,48 @@
+"""`elmo-keras evaluate`: forward, backward and average perplexity with the full softmax."""
+
+import os
+
+from elmo_keras.cli import CommandError
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="perplexity of a trained biLM on a text file",
+        description=(
+            "Full-softmax perplexity of a model written by `elmo-keras train` (options.json, "
+            "lm_weights.hdf5, vocab.txt, softmax.hdf5) on a text file, the LSTM state carried "
+            "from window to window as in training."
+        ),
+    )
+    parser.add_argument("--model", required=True, help="the folder `elmo-keras train` wrote")
+    parser.add_argument("--data", required=True, help="text file, one sentence/paragraph a line")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--unroll-steps", type=int, default=20)
+    parser.add_argument("--max-tokens", type=int, help="stop after about this many tokens")
+    parser.add_argument("--tokenization", default="whitespace",
+                        choices=["whitespace", "punctuation"])
+    return parser
+
+
+def run(args):
+    if not os.path.isdir(args.model):
+        raise CommandError(f"--model: folder not found: {args.model}")
+    if not os.path.isfile(args.data):
+        raise CommandError(f"--data: file not found: {args.data}")
+    for name in ("batch_size", "unroll_steps"):
+        if getattr(args, name) < 1:
+            raise CommandError(f"--{name.replace('_', '-')} must be a positive integer")
+    from elmo_keras.training.trainer import evaluate_model, load_language_model
+
+    model, vocabulary = load_language_model(args.model)
+    metrics = evaluate_model(
+        model, vocabulary, args.data, batch_size=args.batch_size,
+        unroll_steps=args.unroll_steps, max_tokens=args.max_tokens,
+        tokenization=args.tokenization,
+    )
+    print(f"forward perplexity:  {metrics['perplexity_forward']:.2f}")
+    print(f"backward perplexity: {metrics['perplexity_backward']:.2f}")
+    print(f"average perplexity:  {metrics['perplexity']:.2f}")
+    print(f"tokens: {metrics['tokens']}")
+    return 0

@@ -1,0 +1,134 @@
+"""`elmo-keras train`: pretrain a biLM on text (one device, several GPUs, several machines)."""
+
+import argparse
+import json
+import os
+
+from elmo_keras.cli import CommandError
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "train",
+        help="pretrain a biLM on text files",
+        description=(
+            "Pretrain an ELMo biLM on raw text (one sentence or paragraph per line) with a "
+            "sampled softmax, checkpoints and exact resume; writes options.json, "
+            "lm_weights.hdf5 (published layout), vocab.txt and softmax.hdf5 to --output."
+        ),
+    )
+    parser.add_argument("--train", help="glob of training text files")
+    parser.add_argument("--valid", help="held-out text file: full-softmax perplexity at the end")
+    parser.add_argument("--config", default="small",
+                        help="tiny, cpu, small, medium, original, or a JSON file of bilm-tf "
+                             "options (default: small)")
+    parser.add_argument("--output", required=True, help="the run's folder")
+    stop = parser.add_mutually_exclusive_group()
+    stop.add_argument("--steps", type=_positive_int, help="global steps to train")
+    stop.add_argument("--epochs", type=_positive_int, help="passes over the training data")
+    parser.add_argument("--time-budget", type=_positive_float, metavar="SECONDS",
+                        help="stop (and checkpoint) after this much training time")
+    parser.add_argument("--batch-size", type=_positive_int, help="global batch (rows)")
+    parser.add_argument("--strategy", default="auto",
+                        choices=["auto", "default", "mirrored", "multi-worker"])
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --output from its latest checkpoint")
+    parser.add_argument("--vocab", help="an existing vocabulary file (bilm-tf format)")
+    parser.add_argument("--min-count", type=_positive_int, default=1)
+    parser.add_argument("--max-vocab-size", type=_positive_int)
+    parser.add_argument("--tokenization", default="whitespace",
+                        choices=["whitespace", "punctuation"])
+    parser.add_argument("--n-negative-samples", type=int, metavar="N",
+                        help="sampled-softmax candidates (0: full softmax)")
+    parser.add_argument("--optimizer", choices=["adagrad", "adam"])
+    parser.add_argument("--learning-rate", type=_positive_float)
+    parser.add_argument("--checkpoint-every", type=_positive_int, default=1000)
+    parser.add_argument("--keep-checkpoints", type=_positive_int, default=3)
+    parser.add_argument("--log-every", type=_positive_int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mixed-precision", choices=["bfloat16"],
+                        help="compute in bfloat16 (GPUs, TPUs)")
+    parser.add_argument("--xla", action="store_true", help="compile each replica's step (XLA)")
+    parser.add_argument("--no-carry-state", action="store_true",
+                        help="start every window from zero LSTM state")
+    parser.add_argument("--eval-max-tokens", type=_positive_int,
+                        help="evaluate --valid on about this many tokens only")
+    return parser
+
+
+def run(args):
+    from elmo_keras.training.configs import CONFIGS
+
+    if args.resume:
+        saved = os.path.join(args.output, "training_config.json")
+        if not os.path.isfile(saved):
+            raise CommandError(f"--resume: no previous run in {args.output} ({saved} not found)")
+        if args.train is None:
+            with open(saved, encoding="utf-8") as f:
+                args.train = json.load(f)["train"]
+    elif args.train is None:
+        raise CommandError("--train is required (a glob of text files)")
+    if args.config not in CONFIGS and not os.path.isfile(args.config):
+        raise CommandError(
+            f"--config must be one of {', '.join(CONFIGS)} or a JSON file; got {args.config!r}"
+        )
+    if args.steps is None and args.epochs is None and args.time_budget is None:
+        raise CommandError("give --steps, --epochs or --time-budget")
+    if args.valid is not None and not os.path.isfile(args.valid):
+        raise CommandError(f"--valid: file not found: {args.valid}")
+    if args.n_negative_samples is not None and args.n_negative_samples < 0:
+        raise CommandError("--n-negative-samples must be >= 0")
+    from elmo_keras.training.pipeline import train
+
+    steps = args.steps
+    if steps is None and args.epochs is None:
+        steps = 10**12  # only the time budget stops the run
+    summary = train(
+        args.train, args.output, config=args.config, valid=args.valid, steps=steps,
+        epochs=args.epochs, batch_size=args.batch_size, strategy=args.strategy,
+        resume=args.resume, seed=args.seed, vocab=args.vocab, min_count=args.min_count,
+        max_vocab_size=args.max_vocab_size, tokenization=args.tokenization,
+        checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
+        time_budget_s=args.time_budget, mixed_precision=args.mixed_precision,
+        jit_compile=args.xla, carry_state=not args.no_carry_state,
+        n_negative_samples=args.n_negative_samples, optimizer=args.optimizer,
+        learning_rate=args.learning_rate, log_every=args.log_every,
+        eval_max_tokens=args.eval_max_tokens,
+    )
+    trainer = summary.pop("trainer")
+    result = summary["train"]
+    if not trainer.is_chief:
+        return 0
+    print(
+        f"trained {result['steps']} steps ({result['stopped']}), {result['tokens']} tokens in "
+        f"{result['seconds']:.0f} s ({result['tokens_per_second']:.0f} tokens/s)"
+    )
+    if "valid" in summary:
+        valid = summary["valid"]
+        print(
+            f"valid perplexity: forward {valid['perplexity_forward']:.2f}, backward "
+            f"{valid['perplexity_backward']:.2f}, average {valid['perplexity']:.2f} "
+            f"({valid['tokens']} tokens)"
+        )
+    print(f"wrote {args.output}/options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5")
+    return 130 if result["stopped"] == "signal" else 0

@@ -1,0 +1,211 @@
+"""The biLM with its training head: a word softmax shared by both directions."""
+
+import math
+
+import keras
+import tensorflow as tf
+
+from elmo_keras.models.bilm import BiLM
+
+
+def log_uniform_candidates(num_sampled, range_max, seed):
+    """Draws `num_sampled` word ids from the log-uniform (Zipf) distribution, statelessly.
+
+    `P(k) = log((k + 2) / (k + 1)) / log(range_max + 1)`, as TensorFlow's
+    `log_uniform_candidate_sampler` (which expects a vocabulary sorted by frequency), but drawn
+    with replacement from a stateless generator: the same `seed` gives the same candidates on
+    every replica and every worker.
+
+    Args:
+        num_sampled: int. Number of candidates.
+        range_max: int. The vocabulary size.
+        seed: int tensor of shape `[2]`.
+
+    Returns:
+        The `sampled_values` triple of `tf.nn.sampled_softmax_loss` without the true counts:
+        `(candidates [num_sampled] int64, probability function)`.
+    """
+    log_range = math.log(range_max + 1.0)
+    u = tf.random.stateless_uniform([num_sampled], seed=seed, dtype=tf.float64)
+    candidates = tf.cast(tf.floor(tf.exp(u * log_range)), tf.int64) - 1
+    return tf.clip_by_value(candidates, 0, range_max - 1)
+
+
+def _log_uniform_expected_count(ids, num_sampled, range_max):
+    ids = tf.cast(ids, tf.float64)
+    probability = (tf.math.log(ids + 2.0) - tf.math.log(ids + 1.0)) / math.log(range_max + 1.0)
+    return tf.cast(num_sampled * probability, tf.float32)
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class LanguageModel(keras.Model):
+    """A `BiLM` with the word softmax used to train it (bilm-tf's `LanguageModel`).
+
+    Both directions share one softmax over the word vocabulary (`softmax_kernel`
+    `[vocabulary_size, projection_dim]`, `softmax_bias` `[vocabulary_size]`) applied to the top
+    LSTM layer. Training uses a sampled softmax with `n_negative_samples` candidates from a
+    log-uniform sampler (the vocabulary must be sorted by frequency and larger than the sample
+    count); evaluation uses the full softmax. The loss is `0.5 * (forward + backward)`.
+
+    The model works on windows that carry their own `<S>` / `</S>` tokens (see
+    `elmo_keras.training.data`): it calls `bilm.char_cnn` and `bilm.bilstm` directly, feeding
+    the backward LSTM its own window, and takes and returns the LSTM state explicitly.
+
+    Args:
+        bilm: `BiLM`. The biLM to train.
+        vocabulary_size: int. Number of words of the softmax.
+        n_negative_samples: int or None. Candidates of the sampled softmax; `None` or `0`
+            trains with the full softmax. Defaults to `8192` (bilm-tf).
+        **kwargs: other keyword arguments of `keras.Model`.
+
+    Example:
+    >>> lm = LanguageModel(BiLM(lstm_units=32, projection_dim=8, filters=[(1, 4)]), 100, 16)
+    """
+
+    def __init__(self, bilm, vocabulary_size, n_negative_samples=8192, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(bilm, dict):
+            bilm = keras.saving.deserialize_keras_object(bilm)
+        if not isinstance(bilm, BiLM):
+            raise ValueError(f"`bilm` must be a `BiLM`. Received: bilm={bilm!r}")
+        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or (
+            vocabulary_size < 2
+        ):
+            raise ValueError(
+                "`vocabulary_size` must be an integer >= 2. "
+                f"Received: vocabulary_size={vocabulary_size!r}"
+            )
+        n_negative_samples = int(n_negative_samples or 0)
+        if n_negative_samples < 0:
+            raise ValueError(
+                "`n_negative_samples` must be >= 0 (0: full softmax). "
+                f"Received: n_negative_samples={n_negative_samples}"
+            )
+        if n_negative_samples and vocabulary_size <= n_negative_samples:
+            raise ValueError(
+                "The sampled softmax needs a vocabulary larger than its sample count: "
+                f"vocabulary_size={vocabulary_size} is not larger than "
+                f"n_negative_samples={n_negative_samples}. Use fewer samples "
+                "(`n_negative_samples_batch`) or the full softmax (0)."
+            )
+        self.bilm = bilm
+        self.vocabulary_size = vocabulary_size
+        self.n_negative_samples = n_negative_samples
+
+    @property
+    def projection_dim(self):
+        return self.bilm.projection_dim
+
+    def build(self, input_shape=None):
+        if not self.bilm.built:
+            self.bilm.build()
+        dim = self.projection_dim
+        self.softmax_kernel = self.add_weight(
+            name="softmax_kernel",
+            shape=(self.vocabulary_size, dim),
+            initializer=keras.initializers.RandomNormal(stddev=1.0 / math.sqrt(dim)),
+        )
+        self.softmax_bias = self.add_weight(
+            name="softmax_bias", shape=(self.vocabulary_size,), initializer="zeros"
+        )
+        self.built = True
+
+    def zero_state(self, batch_size):
+        """Zero `(state_h, state_c)` for `batch_size` rows."""
+        bilm = self.bilm
+        return (
+            tf.zeros([batch_size, 2, bilm.n_layers, bilm.projection_dim]),
+            tf.zeros([batch_size, 2, bilm.n_layers, bilm.lstm_units]),
+        )
+
+    def encode(self, forward_char_ids, backward_char_ids, state_h=None, state_c=None,
+               training=False):
+        """Top-layer outputs of both directions for a batch of windows.
+
+        Args:
+            forward_char_ids, backward_char_ids: int `[batch, steps, max_chars]`, natural
+                order, right-padded, the same number of real tokens per row.
+            state_h, state_c: optional initial state (see `ProjectedBiLSTM`).
+            training: bool.
+
+        Returns:
+            `(forward [B, T, P], backward [B, T, P], mask [B, T], state_h, state_c)`.
+        """
+        batch = tf.shape(forward_char_ids)[0]
+        both = tf.concat([forward_char_ids, backward_char_ids], axis=0)
+        embedded = self.bilm.char_cnn(both, training=training)
+        forward_embedded, backward_embedded = embedded[:batch], embedded[batch:]
+        mask = tf.not_equal(forward_char_ids[:, :, 0], 0)
+        initial_state = None if state_h is None else [state_h, state_c]
+        outputs, new_h, new_c = self.bilm.bilstm(
+            forward_embedded,
+            mask=mask,
+            initial_state=initial_state,
+            backward_inputs=backward_embedded,
+            training=training,
+        )
+        top = tf.cast(outputs[:, -1], tf.float32)
+        dim = self.projection_dim
+        return top[..., :dim], top[..., dim:], mask, new_h, new_c
+
+    def token_losses(self, hidden, targets, mask, sample_seed=None):
+        """Negative log-likelihood of every target, 0 at padding. hidden `[..., P]`.
+
+        With `sample_seed` (int tensor `[2]`) and `n_negative_samples > 0`: the sampled softmax
+        (candidates from `log_uniform_candidates(seed)`); otherwise the full softmax.
+        """
+        dim = self.projection_dim
+        flat_hidden = tf.reshape(hidden, [-1, dim])
+        flat_targets = tf.reshape(tf.cast(targets, tf.int64), [-1])
+        kernel = tf.cast(self.softmax_kernel, tf.float32)
+        bias = tf.cast(self.softmax_bias, tf.float32)
+        if sample_seed is not None and self.n_negative_samples:
+            num_sampled, vocab = self.n_negative_samples, self.vocabulary_size
+            candidates = log_uniform_candidates(num_sampled, vocab, sample_seed)
+            labels = flat_targets[:, None]
+            nll = tf.nn.sampled_softmax_loss(
+                weights=kernel,
+                biases=bias,
+                labels=labels,
+                inputs=flat_hidden,
+                num_sampled=num_sampled,
+                num_classes=vocab,
+                sampled_values=(
+                    candidates,
+                    _log_uniform_expected_count(labels, num_sampled, vocab),
+                    _log_uniform_expected_count(candidates, num_sampled, vocab),
+                ),
+                remove_accidental_hits=True,
+            )
+        else:
+            logits = tf.matmul(flat_hidden, kernel, transpose_b=True) + bias
+            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=flat_targets, logits=logits
+            )
+        nll = tf.reshape(nll, tf.shape(targets))
+        return nll * tf.cast(mask, nll.dtype)
+
+    def call(self, inputs, training=False):
+        """`inputs`: a window batch dict (see `elmo_keras.training.data`). Returns the summed
+        forward and backward negative log-likelihoods (full softmax) and the token count."""
+        forward, backward, mask, _, _ = self.encode(
+            inputs["forward_char_ids"], inputs["backward_char_ids"], training=training
+        )
+        nll_fw = self.token_losses(forward, inputs["forward_targets"], mask)
+        nll_bw = self.token_losses(backward, inputs["backward_targets"], mask)
+        return {
+            "forward_nll": tf.reduce_sum(nll_fw),
+            "backward_nll": tf.reduce_sum(nll_bw),
+            "tokens": tf.reduce_sum(tf.cast(mask, tf.float32)),
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "bilm": keras.saving.serialize_keras_object(self.bilm),
+                "vocabulary_size": self.vocabulary_size,
+                "n_negative_samples": self.n_negative_samples,
+            }
+        )
+        return config

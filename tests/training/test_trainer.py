@@ -1,0 +1,121 @@
+"""Training: bilm-tf's perplexity check, replica equality, exact resume, outputs."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_keras.training.trainer import Trainer, export_model, load_language_model
+
+
+def _weights(trainer):
+    return [v.numpy() for v in trainer.model.trainable_variables]
+
+
+def _max_diff(a, b):
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
+
+
+def test_bilm_tf_training_check(train_text, train_vocab, tiny_config):
+    """bilm-tf's tests/test_training.py: a tiny char model on data.txt, held-out perplexity < 20."""
+    config = dict(tiny_config)
+    config.update(batch_size=2, unroll_steps=10, n_negative_samples_batch=16, dropout=0.1,
+                  all_clip_norm_val=1.0)
+    config["char_cnn"].update(
+        filters=[[1, 8], [2, 8], [3, 16], [4, 32], [5, 64]], activation="tanh",
+        max_characters_per_token=10, n_highway=1, embedding={"dim": 4},
+    )
+    trainer = Trainer(config, train_vocab, seed=1)
+    result = trainer.fit(train_text, epochs=50, log_every=10**6)
+    assert result["stopped"] == "epochs"
+    metrics = trainer.evaluate(train_text, batch_size=1)
+    assert metrics["tokens"] == 139  # 134 words + 5 </S>
+    assert metrics["perplexity"] < 20.0, metrics
+
+
+def test_two_replicas_equal_one(train_text, train_vocab, tiny_config):
+    """MirroredStrategy over 2 logical CPUs == 1 device, same global batch (last batch padded).
+
+    Sampled softmax (candidates keyed by the step) and carried state included.
+    """
+    one = Trainer(tiny_config, train_vocab, seed=3)
+    result_one = one.fit(train_text, epochs=1, log_every=10**6)
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    two = Trainer(tiny_config, train_vocab, strategy=mirrored, seed=3)
+    result_two = two.fit(train_text, epochs=1, log_every=10**6)
+    # One 88-token sentence keeps one row busy while the others run dry: the last batches
+    # are mostly padding.
+    assert result_one["steps"] == result_two["steps"] == 15
+    assert result_one["tokens"] == result_two["tokens"] == 139
+    assert _max_diff(_weights(one), _weights(two)) < 1e-5
+    np.testing.assert_allclose(one.state_h.numpy(), two.state_h.numpy(), atol=1e-5)
+
+
+def test_resume_after_signal_is_exact(train_text, train_vocab, tiny_config, tmp_path):
+    """A run stopped by SIGINT at step 4 and resumed ends like an uninterrupted run."""
+    tiny_config.update(dropout=0.1, batch_size=2)
+    reference = Trainer(tiny_config, train_vocab, seed=5)
+    reference.fit(train_text, steps=10, output_dir=tmp_path / "a", log_every=10**6)
+
+    def interrupt(step, metrics):
+        if step == 4:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    first = Trainer(tiny_config, train_vocab, seed=5)
+    stopped = first.fit(train_text, steps=10, output_dir=tmp_path / "b", on_step=interrupt,
+                        checkpoint_every=3, log_every=10**6)
+    assert stopped["stopped"] == "signal" and stopped["steps"] == 4
+    assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").glob("*.index")) == [
+        "ckpt-3.index", "ckpt-4.index"
+    ]
+    resumed = Trainer(tiny_config, train_vocab, seed=5)
+    assert resumed.restore(tmp_path / "b" / "checkpoints").endswith("ckpt-4")
+    result = resumed.fit(train_text, steps=10, output_dir=tmp_path / "b", log_every=10**6)
+    assert result["steps"] == 10
+    assert _max_diff(_weights(reference), _weights(resumed)) < 1e-6
+    np.testing.assert_allclose(reference.state_c.numpy(), resumed.state_c.numpy(), atol=1e-6)
+
+
+def test_checkpoint_rotation_and_export(train_text, train_vocab, tiny_config, tmp_path):
+    trainer = Trainer(tiny_config, train_vocab, seed=0)
+    trainer.fit(train_text, steps=6, output_dir=tmp_path, checkpoint_every=1,
+                keep_checkpoints=2, log_every=2)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").glob("*.index"))
+    assert names == ["ckpt-5.index", "ckpt-6.index"]
+    assert list((tmp_path / "logs").iterdir())  # TensorBoard events
+    export_model(trainer.model, train_vocab, tmp_path / "model")
+    import h5py
+
+    from elmo_keras.weights import read_options
+
+    options = read_options(tmp_path / "model" / "options.json")
+    assert options["char_cnn"]["n_characters"] == 262
+    with h5py.File(tmp_path / "model" / "lm_weights.hdf5") as handle:
+        assert handle["char_embed"].shape == (261, 8)
+        assert "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0" in handle
+    model, vocab = load_language_model(tmp_path / "model")
+    assert vocab == train_vocab
+    expected = trainer.evaluate(train_text, batch_size=3)
+    from elmo_keras.training.trainer import evaluate_model
+
+    got = evaluate_model(model, vocab, train_text, batch_size=3, unroll_steps=5)
+    assert got["perplexity"] == pytest.approx(expected["perplexity"], rel=1e-5)
+
+
+def test_errors(train_vocab, tiny_config):
+    tiny_config["n_negative_samples_batch"] = 32
+    with pytest.raises(ValueError, match="larger than its sample count"):
+        Trainer(tiny_config, train_vocab)
+    tiny_config["n_negative_samples_batch"] = 16
+    tiny_config["batch_size"] = 3
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with pytest.raises(ValueError, match="multiple of the number of replicas"):
+        Trainer(tiny_config, train_vocab, strategy=mirrored)
+    tiny_config["batch_size"] = 4
+    trainer = Trainer(tiny_config, train_vocab)
+    with pytest.raises(ValueError, match="Give `steps` or `epochs`"):
+        trainer.fit("x.txt")
+    with pytest.raises(ValueError, match="No text file matches"):
+        trainer.fit("/nonexistent/*.txt", steps=1)
