@@ -72,7 +72,7 @@ class ScalarMix(keras.layers.Layer):
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.supports_masking = True
 
-    def build(self, input_shape=None, mask_shape=None):
+    def build(self, inputs_shape=None):
         initial = self.initial_scalar_weights or [0.0] * self.num_layers
         self.scalar_weights = self.add_weight(
             name="scalar_weights",

@@ -1,0 +1,319 @@
+import keras
+import tensorflow as tf
+
+from elmo_keras.layers.char_cnn import _positive_int
+from elmo_keras.layers.scalar_mix import ScalarMix
+
+INPUT_TYPES = ("char_ids", "tokens", "sentences")
+POOLING_MODES = (None, "mean")
+
+
+def masked_mean(vectors, mask):
+    """Mean of `vectors` `[B, T, D]` over the positions where `mask` `[B, T]` is true.
+
+    Padding never counts; a sentence with no token gives zeros (not NaN).
+    """
+    float_mask = tf.cast(mask, vectors.dtype)[:, :, None]
+    total = tf.reduce_sum(vectors * float_mask, axis=1)
+    count = tf.maximum(tf.reduce_sum(float_mask, axis=1), tf.cast(1.0, vectors.dtype))
+    return total / count
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class ElmoEmbedding(keras.layers.Layer):
+    """ELMo as one layer of a task model: input text -> task-specific mixes of the biLM layers.
+
+    The layer runs a `BiLM` (frozen by default) and mixes its `n_layers + 1` layers with
+    `num_output_representations` independent `ScalarMix` layers (Peters et al. use one for the
+    task model's input and, for some tasks, one for its output), then applies dropout to each
+    mix. It returns the vectors with a Keras mask (true at real tokens), so that a following
+    `keras.layers.LSTM`, `GlobalAveragePooling1D`, ... skip the padding. With `pooling="mean"`
+    it returns one vector per sentence instead: the mean over the real tokens only (the twin of
+    the SavedModel's `default` output).
+
+    The biLM is a sublayer: its weights are saved in the `.keras` file with the rest of the
+    model, and its architecture in the layer config. Use `ElmoEmbedding.from_bilm_tf` to start
+    from a bilm-tf `options.json` and hdf5 weight file (the published models, or
+    `elmo-keras train` output).
+
+    Three input types (`input_type`):
+    - `"char_ids"`: int tensor `[batch, tokens, max_characters_per_token]`, as made by
+      `elmo_keras.text.batch_to_char_ids`; a token whose ids are all 0 is padding.
+    - `"tokens"`: string tensor `[batch, tokens]` of tokens, right-padded with `""`. The number
+      of non-empty strings in a row is its length, so `""` must only appear as padding.
+    - `"sentences"`: string tensor `[batch]` of untokenized sentences, split inside the layer
+      by `elmo_keras.text.tokenizer.tokenize` (`tokenization_mode`), as the SavedModel's
+      `default` signature does.
+
+    Args:
+        bilm: `elmo_keras.models.BiLM`, or its config as produced by
+            `keras.saving.serialize_keras_object(bilm)`.
+        num_output_representations: int. The number of independent mixes. Defaults to `1`.
+        dropout: float. Dropout rate applied to each mix in training. Defaults to `0.5`
+            (the paper's setting for most tasks).
+        do_layer_norm: bool. Masked layer normalisation of every layer before mixing.
+            Defaults to `False`.
+        trainable_bilm: bool. Whether the biLM's weights are trained with the task (gradients
+            reach them and its dropout runs in training). Defaults to `False` (frozen, and
+            always run in inference mode).
+        input_type: str. One of `"char_ids"`, `"tokens"`, `"sentences"`. Defaults to
+            `"char_ids"`.
+        l2_coef: float. L2 penalty on each mix's scalar weights. Defaults to `0.0`.
+        pooling: `None` or `"mean"`. Defaults to `None` (one vector per token).
+        tokenization_mode: str. The tokenizer's mode for `input_type="sentences"`:
+            `"punctuation"` or `"whitespace"`. Defaults to `"punctuation"`.
+        **kwargs: other keyword arguments of `keras.layers.Layer`.
+
+    Call arguments:
+        inputs: a tensor of the kind `input_type` names.
+        training: bool. Dropout (and, when `trainable_bilm`, the biLM's dropout) run only in
+            training.
+
+    Returns:
+        With `pooling=None`, a float tensor `[batch, tokens, 2 * projection_dim]` carrying a
+        Keras mask `[batch, tokens]` (true at real tokens); padded positions hold zeros.
+        With `pooling="mean"`, `[batch, 2 * projection_dim]` and no mask. With
+        `num_output_representations > 1`, a list of such tensors, one per mix.
+
+    Example:
+    >>> bilm = elmo_keras.models.BiLM(
+    ...     lstm_units=32, projection_dim=8, filters=[(1, 4), (2, 8)], n_highway=1
+    ... )
+    >>> elmo = ElmoEmbedding(bilm, input_type="tokens", dropout=0.0)
+    >>> x = elmo(tf.constant([["The", "bank", "."], ["Hi", "", ""]]))
+    >>> x.shape, x._keras_mask.numpy().tolist()
+    (TensorShape([2, 3, 16]), [[True, True, True], [True, False, False]])
+
+    Reference:
+        [Peters et al., 2018](https://arxiv.org/abs/1802.05365), section 3.3.
+    """
+
+    def __init__(
+        self,
+        bilm,
+        num_output_representations=1,
+        dropout=0.5,
+        do_layer_norm=False,
+        trainable_bilm=False,
+        input_type="char_ids",
+        l2_coef=0.0,
+        pooling=None,
+        tokenization_mode="punctuation",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        # Imported here (models import layers); this also registers `BiLM` for deserialization.
+        from elmo_keras.models.bilm import BiLM  # noqa: PLC0415
+
+        if isinstance(bilm, dict):
+            bilm = keras.saving.deserialize_keras_object(bilm)
+
+        if not isinstance(bilm, BiLM):
+            raise ValueError(
+                "`bilm` must be an `elmo_keras.models.BiLM` or its serialized config. "
+                f"Received: bilm={type(bilm).__name__}"
+            )
+        self.num_output_representations = _positive_int(
+            "num_output_representations", num_output_representations
+        )
+        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be a number in [0, 1). Received: dropout={dropout!r}")
+        if input_type not in INPUT_TYPES:
+            raise ValueError(
+                f"`input_type` must be one of {INPUT_TYPES}. Received: input_type={input_type!r}"
+            )
+        if pooling not in POOLING_MODES:
+            raise ValueError(
+                f"`pooling` must be one of {POOLING_MODES}. Received: pooling={pooling!r}"
+            )
+        if not isinstance(l2_coef, (int, float)) or l2_coef < 0:
+            raise ValueError(f"`l2_coef` must be a number >= 0. Received: l2_coef={l2_coef!r}")
+        from elmo_keras.text.pretokenize import check_mode  # noqa: PLC0415
+
+        check_mode(tokenization_mode)
+        self.bilm = bilm
+        self.dropout = float(dropout)
+        self.do_layer_norm = bool(do_layer_norm)
+        self.trainable_bilm = bool(trainable_bilm)
+        self.input_type = input_type
+        self.l2_coef = float(l2_coef)
+        self.pooling = pooling
+        self.tokenization_mode = tokenization_mode
+        self._freeze_or_unfreeze_bilm()
+        self.scalar_mixes = []
+        self.dropout_layers = []
+        for k in range(self.num_output_representations):
+            self.scalar_mixes.append(
+                ScalarMix(
+                    bilm.n_layers + 1,
+                    do_layer_norm=self.do_layer_norm,
+                    l2_coef=self.l2_coef,
+                    dtype=self.dtype_policy,
+                    name=f"scalar_mix_{k}",
+                )
+            )
+            self.dropout_layers.append(
+                keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=f"dropout_{k}")
+            )
+
+    def _freeze_or_unfreeze_bilm(self):
+        # Every sublayer and variable explicitly: a biLM deserialized with `trainable=False`
+        # does not pass a later `trainable` assignment on to its sublayers.
+        self.bilm.trainable = self.trainable_bilm
+        for layer in self.bilm._flatten_layers(include_self=False):
+            layer.trainable = self.trainable_bilm
+        for variable in self.bilm.weights:
+            variable.trainable = self.trainable_bilm
+
+    @property
+    def output_dim(self):
+        """The size of each output vector: `2 * projection_dim`."""
+        return 2 * self.bilm.projection_dim
+
+    def build(self, input_shape=None):
+        if not self.bilm.built:
+            self.bilm.build((None, None, self.bilm.max_characters_per_token))
+        # Again after building: variables made after `trainable` was set start trainable.
+        self._freeze_or_unfreeze_bilm()
+        layers_shape = (None, self.bilm.n_layers + 1, None, self.output_dim)
+        for mix, drop in zip(self.scalar_mixes, self.dropout_layers, strict=True):
+            if not mix.built:
+                mix.build(layers_shape)
+            drop.build((None, None, self.output_dim))
+        self.built = True
+
+    def to_char_ids(self, inputs):
+        """The layer's input, whatever its type, as character ids `[B, T, C]` (int32)."""
+        width = self.bilm.max_characters_per_token
+        if self.input_type == "char_ids":
+            char_ids = tf.cast(inputs, tf.int32)
+            if char_ids.shape.rank != 3:
+                raise ValueError(
+                    "`ElmoEmbedding(input_type='char_ids')` expects int inputs "
+                    f"[batch, tokens, {width}]. Received: shape={tuple(char_ids.shape)}"
+                )
+            return char_ids
+        from elmo_keras.text import tf_char_ids  # noqa: PLC0415 (TensorFlow twin, on demand)
+
+        tokens = tf.convert_to_tensor(inputs)
+        if tokens.dtype != tf.string:
+            raise ValueError(
+                f"`ElmoEmbedding(input_type={self.input_type!r})` expects a string tensor. "
+                f"Received: dtype={tokens.dtype.name}"
+            )
+        if self.input_type == "tokens":
+            if tokens.shape.rank != 2:
+                raise ValueError(
+                    "`ElmoEmbedding(input_type='tokens')` expects a string tensor [batch, "
+                    f"tokens] padded with ''. Received: shape={tuple(tokens.shape)}"
+                )
+            lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, ""), tf.int32), axis=1)
+            return tf_char_ids.dense_tokens_to_char_ids(tokens, lengths, width)
+        if tokens.shape.rank != 1:
+            raise ValueError(
+                "`ElmoEmbedding(input_type='sentences')` expects a string tensor [batch] of "
+                f"untokenized sentences. Received: shape={tuple(tokens.shape)}"
+            )
+        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
+
+        ragged = tokenize(tokens, mode=self.tokenization_mode)
+        return tf_char_ids.tokens_to_char_ids(ragged, width)
+
+    def call(self, inputs, training=None):
+        char_ids = self.to_char_ids(inputs)
+        bilm_training = training if self.trainable_bilm else False
+        outputs = self.bilm(char_ids, training=bilm_training)
+        activations, mask = outputs["activations"], outputs["mask"]
+        results = []
+        for mix, drop in zip(self.scalar_mixes, self.dropout_layers, strict=True):
+            mixed = drop(mix(activations, mask=mask), training=training)
+            mixed = mixed * tf.cast(mask, mixed.dtype)[:, :, None]
+            if self.pooling == "mean":
+                mixed = masked_mean(mixed, mask)
+            results.append(mixed)
+        return results[0] if self.num_output_representations == 1 else results
+
+    def compute_mask(self, inputs, previous_mask=None):
+        if self.pooling is not None:
+            return None
+        if isinstance(inputs, keras.KerasTensor):
+            # Symbolic (Functional) mask: built from Keras ops so that it is part of the graph.
+            if self.input_type == "char_ids":
+                mask = keras.ops.greater(inputs[:, :, 0], 0)
+            elif self.input_type == "tokens":
+                mask = keras.ops.not_equal(inputs, "")
+            else:
+                return None  # derived from the outputs in `__call__`
+        else:
+            mask = self.to_char_ids(inputs)[:, :, 0] > 0
+        if self.num_output_representations == 1:
+            return mask
+        return [mask] * self.num_output_representations
+
+    def __call__(self, inputs, *args, **kwargs):
+        outputs = super().__call__(inputs, *args, **kwargs)
+        if (
+            self.pooling is None
+            and self.input_type == "sentences"
+            and isinstance(inputs, keras.KerasTensor)
+        ):
+            # The number of tokens of a sentence is only known after tokenization, so the
+            # symbolic mask is read from the outputs, which are exactly zero at padding.
+            for output in outputs if isinstance(outputs, list) else [outputs]:
+                output._keras_mask = keras.ops.any(keras.ops.not_equal(output, 0.0), axis=-1)
+        return outputs
+
+    def compute_output_shape(self, input_shape):
+        batch = input_shape[0]
+        if self.pooling == "mean":
+            shape = (batch, self.output_dim)
+        else:
+            steps = None if self.input_type == "sentences" else input_shape[1]
+            shape = (batch, steps, self.output_dim)
+        if self.num_output_representations == 1:
+            return shape
+        return [shape] * self.num_output_representations
+
+    def scalar_mix_weights(self):
+        """Each mix's `(softmax(w), gamma)` as NumPy: what the task taught it about the layers."""
+        return [
+            (
+                keras.ops.convert_to_numpy(keras.ops.softmax(mix.scalar_weights)),
+                float(keras.ops.convert_to_numpy(mix.gamma)),
+            )
+            for mix in self.scalar_mixes
+        ]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "bilm": keras.saving.serialize_keras_object(self.bilm),
+                "num_output_representations": self.num_output_representations,
+                "dropout": self.dropout,
+                "do_layer_norm": self.do_layer_norm,
+                "trainable_bilm": self.trainable_bilm,
+                "input_type": self.input_type,
+                "l2_coef": self.l2_coef,
+                "pooling": self.pooling,
+                "tokenization_mode": self.tokenization_mode,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_bilm_tf(cls, options_path, weights_path, **kwargs):
+        """Makes the layer around a biLM read from a bilm-tf `options.json` and hdf5 file.
+
+        Args:
+            options_path: path of the options file (inference convention, 262 characters).
+            weights_path: path of the hdf5 weight file (bilm-tf layout).
+            **kwargs: the other arguments of `ElmoEmbedding`.
+
+        Example:
+        >>> elmo = ElmoEmbedding.from_bilm_tf("options.json", "lm_weights.hdf5",
+        ...                                   input_type="sentences")  # doctest: +SKIP
+        """
+        from elmo_keras.weights import load_bilm  # noqa: PLC0415
+
+        return cls(load_bilm(options_path, weights_path), **kwargs)
