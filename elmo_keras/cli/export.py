@@ -1,0 +1,113 @@
+"""`elmo-keras export`: write a biLM as a SavedModel and/or ONNX model for serving."""
+
+import pathlib
+
+from elmo_keras.cli import CommandError
+
+WEIGHT_FILE_NAMES = ("lm_weights.hdf5", "weights.hdf5")
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "export",
+        help="export a biLM to SavedModel and/or ONNX for serving",
+        description=(
+            "Export a biLM (bilm-tf options + hdf5 weights, or a training output folder) to a "
+            "SavedModel (TF Serving; TF-Hub-style signatures) and/or ONNX (ONNX Runtime). "
+            "Writes into a temporary folder next to OUTPUT and renames it into place at the end."
+        ),
+    )
+    source = parser.add_argument_group("source (either --options and --weights, or --run-dir)")
+    source.add_argument("--options", help="bilm-tf options.json")
+    source.add_argument("--weights", help="bilm-tf hdf5 weights (lm_weights.hdf5)")
+    source.add_argument(
+        "--run-dir",
+        help="a training output folder holding options.json and lm_weights.hdf5",
+    )
+    parser.add_argument("--output", required=True, help="the export folder to create")
+    parser.add_argument(
+        "--format",
+        choices=("savedmodel", "onnx", "all"),
+        default="all",
+        help="what to write (default: all)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace OUTPUT if it already exists"
+    )
+    parser.add_argument(
+        "--onnx-state",
+        action="store_true",
+        help="also write model_stateful.onnx (state_h/state_c in and out, for streaming)",
+    )
+    parser.add_argument(
+        "--quantize",
+        action="store_true",
+        help="also write model.int8.onnx (int8 dynamic quantization)",
+    )
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset, >= 17 (default: 17)")
+    parser.add_argument(
+        "--tokenization",
+        choices=("punctuation", "whitespace"),
+        default="punctuation",
+        help="how the SavedModel's `default` signature splits sentences (default: punctuation; "
+        "whitespace is the TF-Hub module's split)",
+    )
+    parser.add_argument(
+        "--tensorflow-text",
+        action="store_true",
+        help="split with tensorflow-text in the SavedModel (loading then needs "
+        "`import tensorflow_text`)",
+    )
+    return parser
+
+
+def resolve_source(args):
+    """The `(options, weights)` paths from `--options`/`--weights` or `--run-dir`."""
+    if args.run_dir:
+        if args.options or args.weights:
+            raise CommandError("give either --run-dir or --options and --weights, not both")
+        run_dir = pathlib.Path(args.run_dir)
+        if not run_dir.is_dir():
+            raise CommandError(f"--run-dir {str(run_dir)!r} is not a folder")
+        options = run_dir / "options.json"
+        if not options.is_file():
+            raise CommandError(f"no options.json in --run-dir {str(run_dir)!r}")
+        for name in WEIGHT_FILE_NAMES:
+            if (run_dir / name).is_file():
+                return options, run_dir / name
+        raise CommandError(
+            f"no weights file ({' or '.join(WEIGHT_FILE_NAMES)}) in --run-dir {str(run_dir)!r}"
+        )
+    if not args.options or not args.weights:
+        raise CommandError("give --options and --weights (or --run-dir)")
+    return pathlib.Path(args.options), pathlib.Path(args.weights)
+
+
+def run(args):
+    options, weights = resolve_source(args)
+    if (args.onnx_state or args.quantize) and args.format == "savedmodel":
+        raise CommandError("--onnx-state and --quantize need --format onnx or all")
+    if args.opset < 17:
+        raise CommandError(f"--opset must be 17 or newer, got {args.opset}")
+    from elmo_keras.export.writer import check_output, export_model  # noqa: PLC0415
+
+    try:
+        check_output(args.output, overwrite=args.overwrite)
+    except FileExistsError as error:
+        message = str(error).replace("`overwrite=True` (`--overwrite`)", "--overwrite")
+        raise CommandError(message) from None
+    manifest = export_model(
+        options,
+        weights,
+        args.output,
+        formats=args.format,
+        overwrite=args.overwrite,
+        onnx_state=args.onnx_state,
+        quantize=args.quantize,
+        opset=args.opset,
+        tokenization_mode=args.tokenization,
+        use_tensorflow_text=args.tensorflow_text,
+    )
+    files = ", ".join(manifest["files"].values())
+    print(f"wrote {args.output}: {files}")
+    return 0

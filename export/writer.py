@@ -1,0 +1,189 @@
+"""Write a complete export folder atomically: SavedModel, ONNX models, options and a manifest.
+
+Everything is written into a temporary folder next to the output and renamed into place at the
+end, so an export that fails (or is interrupted) leaves nothing half-written, and an existing
+output is only replaced when asked to.
+
+Layout of the output folder:
+
+```
+OUTPUT/
+  savedmodel/           SavedModel (saved_model.pb, variables/)     --format savedmodel|all
+  model.onnx            ONNX, char_ids in                            --format onnx|all
+  model_stateful.onnx   ONNX with state_h/state_c in and out         --onnx-state
+  model.int8.onnx       int8 dynamically quantized model.onnx        --quantize
+  options.json          the biLM's options
+  export.json           what was written, from what, by which version
+```
+"""
+
+import contextlib
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+
+FORMATS = ("savedmodel", "onnx")
+SAVEDMODEL_DIR = "savedmodel"
+ONNX_FILE = "model.onnx"
+ONNX_STATEFUL_FILE = "model_stateful.onnx"
+ONNX_INT8_FILE = "model.int8.onnx"
+MANIFEST_FILE = "export.json"
+
+
+def check_output(output, overwrite=False):
+    """Raises `FileExistsError` when `output` exists and `overwrite` is false."""
+    output = pathlib.Path(output)
+    if (output.exists() or output.is_symlink()) and not overwrite:
+        raise FileExistsError(
+            f"The output {str(output)!r} already exists; pass `overwrite=True` "
+            "(`--overwrite`) to replace it."
+        )
+    return output
+
+
+@contextlib.contextmanager
+def atomic_directory(output, overwrite=False):
+    """Yields a fresh temporary folder that becomes `output` when the block succeeds.
+
+    The temporary folder is created in `output`'s parent (so the final rename stays on one file
+    system). On an exception it is deleted and `output` is left as it was. With
+    `overwrite=True` an existing `output` is moved aside, replaced, then deleted; if the final
+    rename fails the old output is put back.
+
+    Args:
+        output: str or path-like. The folder to create.
+        overwrite: bool. Replace an existing `output`. Defaults to `False`.
+    """
+    output = check_output(output, overwrite).absolute()
+    parent = output.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=parent))
+    try:
+        yield staging
+        check_output(output, overwrite)  # again: something may have appeared meanwhile
+        aside = None
+        if output.exists() or output.is_symlink():
+            aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=parent))
+            aside.rmdir()
+            os.replace(output, aside)
+        try:
+            os.replace(staging, output)
+        except BaseException:
+            if aside is not None:
+                os.replace(aside, output)
+            raise
+        if aside is not None:
+            if aside.is_dir() and not aside.is_symlink():
+                shutil.rmtree(aside, ignore_errors=True)
+            else:
+                aside.unlink()
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_formats(formats):
+    if isinstance(formats, str):
+        formats = FORMATS if formats == "all" else (formats,)
+    formats = tuple(formats)
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise ValueError(
+            f"`formats` must be 'all' or a non-empty subset of {FORMATS}. "
+            f"Received: formats={formats!r}"
+        )
+    return formats
+
+
+def export_model(
+    options_path,
+    weights_path,
+    output,
+    formats="all",
+    overwrite=False,
+    onnx_state=False,
+    quantize=False,
+    opset=17,
+    tokenization_mode="punctuation",
+    use_tensorflow_text=False,
+    scalar_mix=None,
+):
+    """Loads a biLM from bilm-tf files and writes the requested exports into `output`.
+
+    Args:
+        options_path: str or path-like. bilm-tf `options.json`.
+        weights_path: str or path-like. bilm-tf hdf5 weights.
+        output: str or path-like. The export folder (see the module docstring for its layout).
+        formats: str or tuple. `"all"`, `"savedmodel"`, `"onnx"` or a tuple of them. Defaults
+            to `"all"`.
+        overwrite: bool. Replace an existing `output`. Defaults to `False`.
+        onnx_state: bool. Also write `model_stateful.onnx`. Defaults to `False`.
+        quantize: bool. Also write `model.int8.onnx`. Defaults to `False`.
+        opset: int. ONNX opset (>= 17). Defaults to `17`.
+        tokenization_mode: str. The SavedModel `default` signature's split. Defaults to
+            `"punctuation"`.
+        use_tensorflow_text: bool. Split with tensorflow-text in the SavedModel. Defaults to
+            `False`.
+        scalar_mix: `ScalarMix` or `None`. The mix behind `elmo`. Defaults to uniform.
+
+    Returns:
+        The manifest dict (also written as `export.json`).
+    """
+    formats = _check_formats(formats)
+    if (onnx_state or quantize) and "onnx" not in formats:
+        raise ValueError(
+            "`onnx_state` and `quantize` need the ONNX format. "
+            f"Received: formats={formats!r}, onnx_state={onnx_state}, quantize={quantize}"
+        )
+    output = check_output(output, overwrite)  # fail before the slow part
+    for name, path in (("options_path", options_path), ("weights_path", weights_path)):
+        if not pathlib.Path(path).is_file():
+            raise FileNotFoundError(f"`{name}` is not a file. Received: {name}={str(path)!r}")
+
+    import elmo_keras  # noqa: PLC0415
+    from elmo_keras.weights import load_bilm, read_options, write_options  # noqa: PLC0415
+
+    bilm = load_bilm(options_path, weights_path)
+    manifest = {
+        "producer": "elmo-keras",
+        "elmo_keras_version": elmo_keras.__version__,
+        "options": os.fspath(options_path),
+        "weights": os.fspath(weights_path),
+        "files": {},
+    }
+    with atomic_directory(output, overwrite=overwrite) as staging:
+        write_options(read_options(options_path), staging / "options.json")
+        if "savedmodel" in formats:
+            from elmo_keras.export.savedmodel import export_savedmodel  # noqa: PLC0415
+
+            export_savedmodel(
+                bilm,
+                staging / SAVEDMODEL_DIR,
+                scalar_mix=scalar_mix,
+                tokenization_mode=tokenization_mode,
+                use_tensorflow_text=use_tensorflow_text,
+            )
+            manifest["files"]["savedmodel"] = SAVEDMODEL_DIR
+            manifest["savedmodel"] = {
+                "tokenization_mode": tokenization_mode,
+                "needs_tensorflow_text": bool(use_tensorflow_text),
+            }
+        if "onnx" in formats:
+            from elmo_keras.export.onnx import export_onnx, quantize_onnx  # noqa: PLC0415
+
+            export_onnx(bilm, staging / ONNX_FILE, scalar_mix=scalar_mix, opset=opset)
+            manifest["files"]["onnx"] = ONNX_FILE
+            manifest["opset"] = opset
+            if onnx_state:
+                export_onnx(
+                    bilm, staging / ONNX_STATEFUL_FILE, scalar_mix=scalar_mix,
+                    stateful=True, opset=opset,
+                )
+                manifest["files"]["onnx_stateful"] = ONNX_STATEFUL_FILE
+            if quantize:
+                quantize_onnx(staging / ONNX_FILE, staging / ONNX_INT8_FILE)
+                manifest["files"]["onnx_int8"] = ONNX_INT8_FILE
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
