@@ -160,11 +160,13 @@ class OnnxEmbedder:
         names = list(output_names) if output_names is not None else list(self._outputs)
         return dict(zip(names, self._session.run(names, feeds), strict=True))
 
-    def embed(self, sentences):
+    def embed(self, sentences, progress=None):
         """Computes the layer activations of each tokenized sentence.
 
         Args:
             sentences: list of lists of str. The tokens of each sentence.
+            progress: optional callable, given the number of sentences done after each batch
+                (the same hook as `BiLMEmbedder.embed`).
 
         Returns:
             A list, in input order, of float32 arrays of shape
@@ -189,6 +191,8 @@ class OnnxEmbedder:
             results[index] = np.zeros((depth, 0, width), np.float32)
             n_empty += 1
         order = order[n_empty:]
+        if progress is not None and n_empty:
+            progress(n_empty)
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
             batch = [sentences[i] for i in rows]
@@ -203,6 +207,8 @@ class OnnxEmbedder:
                 for k in range(1, depth):
                     layers[k] = outputs[f"lstm_outputs{k}"][row, :n]
                 results[index] = layers
+            if progress is not None:
+                progress(n_empty + start + len(rows))
         return results
 
     def embed_text(self, texts, mode="punctuation"):

@@ -102,3 +102,21 @@ def test_demo_with_the_bundled_model(capsys):
     out = capsys.readouterr().out
     assert "(3, 10, 32)  I deposited the cheque at the bank on Friday ." in out
     assert "0 (tokens)   1.00  1.00  1.00  1.00  1.00  1.00" in out
+
+
+def test_onnx_backend_writes_the_same_hdf5(tmp_path, model_args, input_file, allennlp_fixture):
+    from elmo_keras.export import export_onnx
+
+    bilm = load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
+    export_onnx(bilm, tmp_path / "model.onnx")
+    keras_out, onnx_out = tmp_path / "keras.hdf5", tmp_path / "onnx.hdf5"
+    assert main(["embed", *model_args, "--input", str(input_file), "--output",
+                 str(keras_out)]) == 0
+    assert main(["embed", "--backend", "onnx", "--model", str(tmp_path / "model.onnx"),
+                 "--input", str(input_file), "--output", str(onnx_out), "--batch-size",
+                 "2"]) == 0
+    a, b = read(keras_out), read(onnx_out)
+    assert sorted(a) == sorted(b)
+    for key in a:
+        assert a[key].shape == b[key].shape
+        np.testing.assert_allclose(b[key], a[key], atol=1e-5, rtol=0)
