@@ -234,7 +234,12 @@ def test_mirrored_strategy_on_two_cpus_matches_one_device(elmo_factory):
         )
         return model
 
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    # Reduction without collective ops: collective instance keys restart at the same value for
+    # every MirroredStrategy of a process, so a collective strategy here would collide with the
+    # trainer's own distribution tests that run later in the same pytest process.
+    strategy = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
     assert strategy.num_replicas_in_sync == 2
     # Inference from strings.
     single = make_model("tokens")
