@@ -23,16 +23,21 @@ from elmo_keras.text import _unicode_tables
 TOKENIZATION_MODES = ("whitespace", "punctuation")
 
 
-def _python_class(codepoints_or_ranges):
+def character_class(codepoints_or_ranges, escape=lambda c: f"\\U{c:08X}"):
+    """The inside of a regex character class for code points and (start, end) ranges.
+
+    `escape` writes one code point; the default is Python's `\\U` form, and the TensorFlow
+    tokenizer passes RE2's `\\x{...}` form, so both patterns come from the same tables.
+    """
     parts = []
     for item in codepoints_or_ranges:
         start, end = item if isinstance(item, tuple) else (item, item)
-        parts.append(f"\\U{start:08X}" if start == end else f"\\U{start:08X}-\\U{end:08X}")
+        parts.append(escape(start) if start == end else f"{escape(start)}-{escape(end)}")
     return "".join(parts)
 
 
-_WHITESPACE_CLASS = _python_class(_unicode_tables.WHITESPACE)
-_PUNCTUATION_CLASS = _python_class(_unicode_tables.PUNCTUATION_RANGES)
+_WHITESPACE_CLASS = character_class(_unicode_tables.WHITESPACE)
+_PUNCTUATION_CLASS = character_class(_unicode_tables.PUNCTUATION_RANGES)
 _TOKEN_RE = {
     "whitespace": re.compile(f"[^{_WHITESPACE_CLASS}]+"),
     "punctuation": re.compile(

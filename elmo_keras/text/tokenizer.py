@@ -13,19 +13,15 @@ everything from the first NUL character (U+0000) of a sentence on (tensorflow-te
 import tensorflow as tf
 
 from elmo_keras.text import _unicode_tables
-from elmo_keras.text.pretokenize import check_mode
+from elmo_keras.text.pretokenize import character_class, check_mode
 
 
-def _re2_class(codepoints_or_ranges):
-    parts = []
-    for item in codepoints_or_ranges:
-        start, end = item if isinstance(item, tuple) else (item, item)
-        parts.append(f"\\x{{{start:X}}}" if start == end else f"\\x{{{start:X}}}-\\x{{{end:X}}}")
-    return "".join(parts)
+def _re2_escape(codepoint):
+    return f"\\x{{{codepoint:X}}}"
 
 
-_WHITESPACE_CLASS = _re2_class(_unicode_tables.WHITESPACE)
-_PUNCTUATION_CLASS = _re2_class(_unicode_tables.PUNCTUATION_RANGES)
+_WHITESPACE_CLASS = character_class(_unicode_tables.WHITESPACE, _re2_escape)
+_PUNCTUATION_CLASS = character_class(_unicode_tables.PUNCTUATION_RANGES, _re2_escape)
 WHITESPACE_PATTERN = f"[{_WHITESPACE_CLASS}]+"
 PUNCTUATION_PATTERN = f"[{_PUNCTUATION_CLASS}]"
 
