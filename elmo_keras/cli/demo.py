@@ -30,7 +30,8 @@ def add_parser(subparsers):
     parser.add_argument("--minutes", type=float, default=3.0,
                         help="training time budget for --model wikitext2 (default 3)")
     parser.add_argument("--eval-tokens", type=int, default=10_000,
-                        help="words of the WikiText-2 test split to evaluate on (default 10000)")
+                        help="words of the WikiText-2 test split to evaluate on (default 10000; "
+                             "0: the whole split, 241k words)")
     parser.add_argument("--output", default="runs/demo",
                         help="where the trained model goes (default runs/demo)")
     return parser
@@ -71,6 +72,11 @@ def run(args):
 
     if args.minutes <= 0:
         raise CommandError(f"--minutes must be positive. Received: {args.minutes}")
+    if args.eval_tokens < 0:
+        raise CommandError(
+            f"--eval-tokens must be 0 (the whole test split) or positive. Received: "
+            f"{args.eval_tokens}"
+        )
     import_tensorflow()
     from elmo_keras.weights import load_bilm
 
@@ -82,7 +88,7 @@ def run(args):
     from elmo_keras.training.pipeline import quickstart
 
     summary = quickstart(args.output, time_budget_s=60 * args.minutes,
-                         eval_tokens=args.eval_tokens)
+                         eval_tokens=args.eval_tokens or None)
     folder = pathlib.Path(summary["output_dir"])
     bilm = load_bilm(folder / "options.json", folder / "lm_weights.hdf5")
     show_embeddings(bilm, f"the biLM just trained ({folder})")

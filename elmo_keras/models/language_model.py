@@ -22,8 +22,7 @@ def log_uniform_candidates(num_sampled, range_max, seed):
         seed: int tensor of shape `[2]`.
 
     Returns:
-        The `sampled_values` triple of `tf.nn.sampled_softmax_loss` without the true counts:
-        `(candidates [num_sampled] int64, probability function)`.
+        The candidates, int64 `[num_sampled]` (repeats possible).
     """
     log_range = math.log(range_max + 1.0)
     u = tf.random.stateless_uniform([num_sampled], seed=seed, dtype=tf.float64)
@@ -35,6 +34,39 @@ def _log_uniform_expected_count(ids, num_sampled, range_max):
     ids = tf.cast(ids, tf.float64)
     probability = (tf.math.log(ids + 2.0) - tf.math.log(ids + 1.0)) / math.log(range_max + 1.0)
     return tf.cast(num_sampled * probability, tf.float32)
+
+
+def sampled_softmax_nll(kernel, bias, hidden, targets, candidates, num_classes):
+    """The sampled softmax loss of `tf.nn.sampled_softmax_loss`, with dense ops only.
+
+    Same result as `tf.nn.sampled_softmax_loss(kernel, bias, targets[:, None], hidden,
+    len(candidates), num_classes, sampled_values=(candidates, log-uniform expected counts),
+    remove_accidental_hits=True)`: the logits are corrected by `-log(expected count)`, and a
+    candidate equal to the target gets `-FLT_MAX` added. TensorFlow finds those accidental hits
+    with `ComputeAccidentalHits`, which XLA cannot compile; here an equality mask does it, so
+    the training step also compiles with `jit_compile=True`.
+
+    Args:
+        kernel: `[num_classes, dim]`. bias: `[num_classes]`.
+        hidden: `[n, dim]`. targets: int64 `[n]`. candidates: int64 `[num_sampled]`.
+        num_classes: int. The vocabulary size (the sampler's range).
+
+    Returns:
+        The loss of each row, `[n]`.
+    """
+    num_sampled = candidates.shape[0]
+    true_logits = tf.reduce_sum(hidden * tf.gather(kernel, targets), axis=1)
+    true_logits += tf.gather(bias, targets)
+    true_logits -= tf.math.log(_log_uniform_expected_count(targets, num_sampled, num_classes))
+    sampled_logits = tf.matmul(hidden, tf.gather(kernel, candidates), transpose_b=True)
+    sampled_logits += tf.gather(bias, candidates)
+    hits = tf.equal(targets[:, None], candidates[None, :])
+    sampled_logits = tf.where(hits, sampled_logits - tf.float32.max, sampled_logits)
+    sampled_logits -= tf.math.log(
+        _log_uniform_expected_count(candidates, num_sampled, num_classes)
+    )
+    logits = tf.concat([true_logits[:, None], sampled_logits], axis=1)
+    return tf.reduce_logsumexp(logits, axis=1) - true_logits
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -148,34 +180,28 @@ class LanguageModel(keras.Model):
         dim = self.projection_dim
         return top[..., :dim], top[..., dim:], mask, new_h, new_c
 
-    def token_losses(self, hidden, targets, mask, sample_seed=None):
+    def sample_candidates(self, sample_seed):
+        """The sampled softmax's candidates for `sample_seed` (None for the full softmax)."""
+        if not self.n_negative_samples:
+            return None
+        return log_uniform_candidates(self.n_negative_samples, self.vocabulary_size, sample_seed)
+
+    def token_losses(self, hidden, targets, mask, sample_seed=None, candidates=None):
         """Negative log-likelihood of every target, 0 at padding. hidden `[..., P]`.
 
-        With `sample_seed` (int tensor `[2]`) and `n_negative_samples > 0`: the sampled softmax
-        (candidates from `log_uniform_candidates(seed)`); otherwise the full softmax.
+        With `candidates` (from `sample_candidates`), or `sample_seed` (int tensor `[2]`) and
+        `n_negative_samples > 0`: the sampled softmax; otherwise the full softmax.
         """
         dim = self.projection_dim
         flat_hidden = tf.reshape(hidden, [-1, dim])
         flat_targets = tf.reshape(tf.cast(targets, tf.int64), [-1])
         kernel = tf.cast(self.softmax_kernel, tf.float32)
         bias = tf.cast(self.softmax_bias, tf.float32)
-        if sample_seed is not None and self.n_negative_samples:
-            num_sampled, vocab = self.n_negative_samples, self.vocabulary_size
-            candidates = log_uniform_candidates(num_sampled, vocab, sample_seed)
-            labels = flat_targets[:, None]
-            nll = tf.nn.sampled_softmax_loss(
-                weights=kernel,
-                biases=bias,
-                labels=labels,
-                inputs=flat_hidden,
-                num_sampled=num_sampled,
-                num_classes=vocab,
-                sampled_values=(
-                    candidates,
-                    _log_uniform_expected_count(labels, num_sampled, vocab),
-                    _log_uniform_expected_count(candidates, num_sampled, vocab),
-                ),
-                remove_accidental_hits=True,
+        if candidates is None and sample_seed is not None:
+            candidates = self.sample_candidates(sample_seed)
+        if candidates is not None:
+            nll = sampled_softmax_nll(
+                kernel, bias, flat_hidden, flat_targets, candidates, self.vocabulary_size
             )
         else:
             logits = tf.matmul(flat_hidden, kernel, transpose_b=True) + bias

@@ -143,7 +143,7 @@ def quickstart(output_dir, time_budget_s=180, data_dir=None, config="cpu", eval_
 
     Steps: fetch WikiText-2 (`datasets.wikitext2`), build the vocabulary of its training split,
     train the `cpu` configuration (cell 512, projection 128, 1 highway, 384 char filters,
-    batch 32 x 20 tokens, sampled softmax 2048, Adagrad 0.2) for `time_budget_s` seconds of
+    batch 32 x 20 tokens, sampled softmax 2048, Adam 0.002) for `time_budget_s` seconds of
     training (words seen fewer than `min_count` times map to `<UNK>`, as in WikiText-2's own
     tokenized release), evaluate on the first `eval_tokens` tokens of the test split (whole
     lines; `None` for all 241k), compare with a unigram model on the same lines, write the

@@ -81,6 +81,14 @@ def _is_chief(strategy):
     )
 
 
+def _num_workers(strategy):
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return 1
+    jobs = resolver.cluster_spec().as_dict()
+    return max(1, sum(len(jobs.get(name, ())) for name in ("chief", "worker")))
+
+
 def _worker_id(strategy):
     resolver = getattr(strategy, "cluster_resolver", None)
     return 0 if resolver is None or resolver.task_id is None else int(resolver.task_id)
@@ -135,6 +143,7 @@ class Trainer:
         self.unroll_steps = int(self.config["unroll_steps"])
         self.max_chars = int(self.config["char_cnn"]["max_characters_per_token"])
         self.is_chief = _is_chief(self.strategy)
+        self.multi_worker = _num_workers(self.strategy) > 1
         self._build()
 
     # ------------------------------------------------------------------------------ building
@@ -182,7 +191,7 @@ class Trainer:
 
     # --------------------------------------------------------------------------- the step
 
-    def _forward_backward(self, batch, state_h, state_c, seed, denominator):
+    def _forward_backward(self, batch, state_h, state_c, candidates, denominator):
         model = self.model
         variables = model.trainable_variables
         with tf.GradientTape() as tape:
@@ -191,10 +200,12 @@ class Trainer:
                 training=True,
             )
             nll_fw = tf.reduce_sum(
-                model.token_losses(forward, batch["forward_targets"], mask, seed)
+                model.token_losses(forward, batch["forward_targets"], mask,
+                                   candidates=candidates)
             )
             nll_bw = tf.reduce_sum(
-                model.token_losses(backward, batch["backward_targets"], mask, seed)
+                model.token_losses(backward, batch["backward_targets"], mask,
+                                   candidates=candidates)
             )
             loss = 0.5 * (nll_fw + nll_bw) / denominator
         grads = tape.gradient(loss, variables)
@@ -204,25 +215,33 @@ class Trainer:
         ]
         return grads, nll_fw, nll_bw, new_h, new_c
 
-    def _replica_step(self, batch, step):
+    def _replica_step(self, batch, step, stop_votes):
         ctx = tf.distribute.get_replica_context()
         rows = self.per_replica_batch
         mask = tf.not_equal(batch["forward_char_ids"][:, :, 0], 0)
         local_tokens = tf.reduce_sum(tf.cast(mask, tf.float32))
-        global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_tokens)
-        denominator = tf.maximum(global_tokens, 1.0)
+        # One all-reduce carries the token count and every worker's request to stop (a signal,
+        # its own clock's time budget), so that all workers stop after the same step.
+        totals = ctx.all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.concat([local_tokens[None], stop_votes], axis=0)
+        )
+        denominator = tf.maximum(totals[0], 1.0)
         if self.carry_state:
             start = tf.cast(ctx.replica_id_in_sync_group, tf.int32) * rows
             state_h = self.state_h[start : start + rows]
             state_c = self.state_c[start : start + rows]
         else:
             state_h, state_c = self.model.zero_state(rows)
-        seed = tf.stack([tf.constant(self.seed, tf.int64), step])
+        # Drawn outside the compiled part: XLA's stateless random numbers differ from the
+        # graph's, and the candidates must not depend on `jit_compile`.
+        candidates = self.model.sample_candidates(
+            tf.stack([tf.constant(self.seed, tf.int64), step])
+        )
         compute = self._forward_backward
         if self.jit_compile:
             compute = tf.function(compute, jit_compile=True)
         grads, nll_fw, nll_bw, new_h, new_c = compute(
-            batch, state_h, state_c, seed, denominator
+            batch, state_h, state_c, candidates, denominator
         )
         summed = grads
         if ctx.num_replicas_in_sync > 1:
@@ -242,21 +261,34 @@ class Trainer:
                 new_c = ctx.all_gather(new_c, axis=0)
             self.state_h.assign(new_h)
             self.state_c.assign(new_c)
-        return nll_fw, nll_bw, local_tokens, norm
+        return nll_fw, nll_bw, local_tokens, norm, totals[1:]
 
     def _make_train_step(self):
+        """The global step: `train_step(batch, stop_votes=None)`.
+
+        `stop_votes` is a float32 vector `[signal, time]` of this worker's requests to stop (1.0
+        or 0.0). Returns the global forward and backward NLL sums, the global token count, the
+        mean gradient norm and the votes summed over all replicas of all workers.
+        """
         strategy = self.strategy
 
         @tf.function
-        def train_step(batch):
+        def train_step(batch, stop_votes=None):
+            if stop_votes is None:
+                stop_votes = tf.zeros([2])
             step = self.step.read_value()
-            nll_fw, nll_bw, tokens, norm = strategy.run(self._replica_step, args=(batch, step))
+            nll_fw, nll_bw, tokens, norm, votes = strategy.run(
+                self._replica_step, args=(batch, step, stop_votes)
+            )
             total = [
                 strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None)
                 for x in (nll_fw, nll_bw, tokens)
             ]
             self.step.assign_add(1)
-            return total + [strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)]
+            return total + [
+                strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None),
+                strategy.experimental_local_results(votes)[0],
+            ]
 
         return train_step
 
@@ -382,7 +414,14 @@ class Trainer:
                 except (StopIteration, tf.errors.OutOfRangeError):
                     stopped = "epochs"
                     break
-                nll_fw, nll_bw, tokens, norm = (float(x) for x in self._train_step(batch))
+                out_of_time = (time_budget_s is not None
+                               and time.perf_counter() - started >= time_budget_s)
+                votes = tf.constant(
+                    [float(stop["signal"] is not None), float(out_of_time)], tf.float32
+                )
+                *values, votes = self._train_step(batch, votes)
+                nll_fw, nll_bw, tokens, norm = (float(x) for x in values)
+                signal_votes, time_votes = (float(x) for x in votes.numpy())
                 step = int(self.step.numpy())
                 total_tokens += tokens
                 for key, value in (("fw", nll_fw), ("bw", nll_bw), ("tokens", tokens)):
@@ -402,10 +441,17 @@ class Trainer:
                     interval = {"fw": 0.0, "bw": 0.0, "tokens": 0.0, "time": time.perf_counter()}
                 if manager is not None and step % checkpoint_every == 0:
                     self.save_checkpoint(manager)
-                if stop["signal"] is not None:
+                if not self.multi_worker:  # one process: stop right after this step
+                    signal_votes += float(stop["signal"] is not None)
+                    time_votes += float(time_budget_s is not None and
+                                        time.perf_counter() - started >= time_budget_s)
+                # Several workers decide from everyone's votes taken at the start of this step:
+                # all leave after the same step (a lone worker leaving would keep the others
+                # waiting in a collective) and save the same checkpoint.
+                if signal_votes > 0:
                     stopped = "signal"
                     break
-                if time_budget_s is not None and time.perf_counter() - started >= time_budget_s:
+                if time_votes > 0:
                     stopped = "time"
                     break
         finally:
