@@ -20,7 +20,7 @@ activations, so the classifier trains the mix on the cache (the script checks th
 on a few sentences).
 
 Usage:
-    python benchmarks/downstream.py --bilm-dir runs/wikitext2-small
+    python benchmarks/downstream.py --bilm-dir runs/wikitext2
     # or in two parts (the baselines need no biLM), merged into one table:
     python benchmarks/downstream.py --variants random glove
     python benchmarks/downstream.py --variants elmo glove+elmo --merge
@@ -557,7 +557,7 @@ def replot(output_dir):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bilm-dir", type=pathlib.Path, default=ROOT / "runs" / "wikitext2-small")
+    parser.add_argument("--bilm-dir", type=pathlib.Path, default=ROOT / "runs" / "wikitext2")
     parser.add_argument("--fixture", action="store_true", help="use the tiny packaged biLM")
     parser.add_argument(
         "--data", type=pathlib.Path, default=DATA / "mr-sentiment" / "mr_snippets_sentiment.tsv"

@@ -12,7 +12,7 @@ each LSTM layer, and the even ScalarMix of all layers, and report:
   sentences (`polysemy_pca.png`).
 
 Usage:
-    python benchmarks/polysemy.py --bilm-dir runs/wikitext2-small
+    python benchmarks/polysemy.py --bilm-dir runs/wikitext2
     python benchmarks/polysemy.py --fixture --output-dir /tmp/polysemy  # the tiny biLM
 
 Writes `polysemy.json`, `polysemy.md` and `polysemy_pca.png` to `--output-dir`.
@@ -292,7 +292,7 @@ def plot(projections, n_layers, path, bilm_name):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bilm-dir", type=pathlib.Path, default=ROOT / "runs" / "wikitext2-small")
+    parser.add_argument("--bilm-dir", type=pathlib.Path, default=ROOT / "runs" / "wikitext2")
     parser.add_argument("--fixture", action="store_true", help="use the tiny packaged biLM")
     parser.add_argument("--output-dir", type=pathlib.Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--wikitext-limit", type=int, default=40)

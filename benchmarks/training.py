@@ -1,23 +1,31 @@
 """Training throughput on this machine: tokens/s per configuration, sampled vs full softmax.
 
-For each configuration, one `Trainer` step (forward, backward, clipping, Adagrad update) is
-timed on real WikiText-2 windows (the bilm-tf fixture corpus where WikiText-2 is absent), after
-one warm-up step that traces the graph; "softmax share" is the time of the softmax's forward and
-backward pass alone (same hidden-state shapes) over the time of a whole step.
+For each configuration and softmax, `Trainer` steps (forward, backward, clipping, optimizer
+update) are timed one by one on real WikiText-2 windows (the bilm-tf fixture corpus where
+WikiText-2 is absent) after one warm-up step that traces the graph (and compiles it, with
+`--xla`); the table quotes the median step. "softmax share" is the median time of the softmax's
+forward and backward pass alone (both directions, same hidden-state shapes) over the median
+step. "peak MB" is the resident-set high-water mark during that row (reset before it, Linux
+`clear_refs`), the weights, the optimizer slots and the TF runtime included. "vs full" is the
+row's speed over the full-softmax row of the same configuration.
 
-    python benchmarks/training.py [--configs tiny small original] [--batch-size 16]
+    python benchmarks/training.py [--configs tiny small original] [--batch-size 16] [--xla]
+        [--json benchmarks/results/training.json]
 """
 
 import argparse
+import gc
+import json
 import os
 import pathlib
+import statistics
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-STEPS = {"tiny": 20, "cpu": 5, "small": 3, "medium": 2, "original": 2}
+STEPS = {"tiny": 20, "cpu": 10, "small": 5, "medium": 3, "original": 3}
 
 
 def _data():
@@ -36,16 +44,20 @@ def _vocabulary(size):
     return Vocabulary(list(vocab.tokens) + extra)
 
 
-def bench(name, vocabulary, batch_size, samples, steps):
+def bench(name, vocabulary, batch_size, samples, steps, jit_compile=False):
+    import keras
     import tensorflow as tf
 
     from elmo_keras.training.configs import get_config
     from elmo_keras.training.data import SentenceStream, WindowPacker
     from elmo_keras.training.trainer import Trainer
 
+    gc.collect()
+    keras.backend.clear_session()  # the previous row's graphs and weights
+    _reset_peak_rss()
     config = get_config(name)
     config.update(batch_size=batch_size, n_negative_samples_batch=samples, dropout=0.1)
-    trainer = Trainer(config, vocabulary, seed=0)
+    trainer = Trainer(config, vocabulary, seed=0, jit_compile=jit_compile)
     packer = WindowPacker(SentenceStream(_data(), shuffle=False), vocabulary, batch_size,
                           config["unroll_steps"], config["char_cnn"]["max_characters_per_token"])
     batches = iter(packer)
@@ -57,11 +69,13 @@ def bench(name, vocabulary, batch_size, samples, steps):
         return [float(x) for x in step_fn(batch)[:4]]
 
     run_step()  # trace
-    tokens, started = 0.0, time.perf_counter()
+    times, tokens = [], []
     for _ in range(steps):
-        tokens += run_step()[2]
-    step_seconds = (time.perf_counter() - started) / steps
-    tokens_per_step = tokens / steps
+        started = time.perf_counter()
+        tokens.append(run_step()[2])
+        times.append(time.perf_counter() - started)
+    step_seconds = statistics.median(times)
+    tokens_per_step = statistics.median(tokens)
 
     model = trainer.model
     dim = model.projection_dim
@@ -71,7 +85,7 @@ def bench(name, vocabulary, batch_size, samples, steps):
     mask = tf.ones_like(targets, tf.bool)
     seed = tf.constant([0, 1], tf.int64)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def softmax_only(hidden):
         with tf.GradientTape() as tape:
             tape.watch(hidden)
@@ -84,15 +98,36 @@ def bench(name, vocabulary, batch_size, samples, steps):
 
     del strategy
     softmax_only(hidden)
-    started = time.perf_counter()
+    softmax_times = []
     for _ in range(steps):
+        started = time.perf_counter()
         [float(x) for x in softmax_only(hidden)]
-    softmax_seconds = (time.perf_counter() - started) / steps
+        softmax_times.append(time.perf_counter() - started)
     return {
+        "config": name,
+        "softmax": "sampled" if samples else "full",
+        "xla": bool(jit_compile),
+        "steps": steps,
         "tokens_per_second": tokens_per_step / step_seconds,
         "step_seconds": step_seconds,
-        "softmax_share": softmax_seconds / step_seconds,
+        "softmax_share": statistics.median(softmax_times) / step_seconds,
+        "peak_rss_mb": _peak_rss_mb(),
     }
+
+
+def _peak_rss_mb():
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:  # not Linux: the high-water mark is cumulative (an upper bound)
+        pass
 
 
 def main():
@@ -101,17 +136,35 @@ def main():
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--vocabulary-size", type=int, default=33278)
     parser.add_argument("--samples", type=int, default=8192)
+    parser.add_argument("--steps", type=int, help="timed steps per row (default: per config)")
+    parser.add_argument("--xla", action="store_true", help="also time each row under XLA")
+    parser.add_argument("--json", type=pathlib.Path, help="write the rows here")
     args = parser.parse_args()
+    import tensorflow as tf
+
     vocabulary = _vocabulary(args.vocabulary_size)
-    print(f"batch {args.batch_size} x 20 tokens, vocabulary {len(vocabulary)}, "
-          f"sampled softmax {args.samples} candidates; data {_data()}")
-    print(f"{'config':<10} {'softmax':<8} {'steps':>5} {'s/step':>8} {'tokens/s':>9} "
-          f"{'softmax share':>14}")
+    print(f"batch {args.batch_size} x 20 tokens, vocabulary {len(vocabulary)}, sampled softmax "
+          f"{args.samples} candidates; data {_data()}; TF {tf.__version__}, "
+          f"{os.cpu_count()} CPUs; medians")
+    print(f"| config | softmax | XLA | steps | s/step | tokens/s | vs full | softmax share "
+          f"| peak MB |\n|---|---|---|---|---|---|---|---|---|", flush=True)
+    rows = []
     for name in args.configs:
-        for label, samples in (("sampled", args.samples), ("full", 0)):
-            row = bench(name, vocabulary, args.batch_size, samples, STEPS[name])
-            print(f"{name:<10} {label:<8} {STEPS[name]:>5} {row['step_seconds']:>8.3f} "
-                  f"{row['tokens_per_second']:>9.0f} {row['softmax_share']:>13.0%}", flush=True)
+        steps = args.steps or STEPS[name]
+        for xla in (False, True) if args.xla else (False,):
+            pair = [bench(name, vocabulary, args.batch_size, samples, steps, xla)
+                    for samples in (args.samples, 0)]
+            for row in pair:
+                row["vs_full"] = row["tokens_per_second"] / pair[1]["tokens_per_second"]
+                rows.append(row)
+                print(f"| {name} | {row['softmax']} | {'yes' if xla else 'no'} | {steps} | "
+                      f"{row['step_seconds']:.3f} | {row['tokens_per_second']:.0f} | "
+                      f"{row['vs_full']:.2f}x | {row['softmax_share']:.0%} | "
+                      f"{row['peak_rss_mb']:.0f} |", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(
+            {"batch_size": args.batch_size, "vocabulary": len(vocabulary),
+             "samples": args.samples, "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Pretraining the ELMo biLM: data, configurations, the distributed trainer, WikiText-2.
 
 `configs`, `datasets` and `baselines` are light; the rest imports TensorFlow on first use.
-Public entry points: `train`, `quickstart`, `Trainer`, `get_config`, `CONFIGS`, `wikitext2`,
+Public entry points: `train`, `quickstart`, `export_checkpoint`, `Trainer`, `get_config`, `CONFIGS`, `wikitext2`,
 `build_vocabulary`, `evaluate_model`, `export_model`, `load_language_model`.
 """
 
@@ -11,6 +11,7 @@ from elmo_keras.training.datasets import wikitext2
 _LAZY = {
     "train": "elmo_keras.training.pipeline",
     "quickstart": "elmo_keras.training.pipeline",
+    "export_checkpoint": "elmo_keras.training.pipeline",
     "Trainer": "elmo_keras.training.trainer",
     "make_strategy": "elmo_keras.training.trainer",
     "evaluate_model": "elmo_keras.training.trainer",

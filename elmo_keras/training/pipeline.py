@@ -122,6 +122,57 @@ def train(train, output_dir, config="small", valid=None, steps=None, epochs=None
     return summary
 
 
+def export_checkpoint(run_dir, output_dir, checkpoint=None):
+    """Writes a training checkpoint's weights in the published layout, without training.
+
+    For a run that is still going (or was stopped): the biLM at any kept checkpoint becomes
+    `options.json`, `lm_weights.hdf5`, `vocab.txt` and `softmax.hdf5` in `output_dir`, as at
+    the end of training. Runs on the default strategy, whatever the run used.
+
+    Args:
+        run_dir: path. The folder of an `elmo-keras train` run (its `training_config.json`,
+            `vocab.txt` and `checkpoints/`).
+        output_dir: path. Where the files go (created).
+        checkpoint: str or None. A checkpoint prefix (`run_dir/checkpoints/ckpt-2000`), a bare
+            name (`ckpt-2000`), or None for the latest.
+
+    Returns:
+        The checkpoint prefix that was written out.
+    """
+    import tensorflow as tf
+
+    from elmo_keras.training.trainer import Trainer
+
+    run_dir = pathlib.Path(run_dir)
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.is_file():
+        raise ValueError(
+            f"`run_dir` must be the folder of an `elmo-keras train` run; {config_path} was not "
+            f"found. Received: run_dir={str(run_dir)!r}"
+        )
+    checkpoints = run_dir / "checkpoints"
+    if checkpoint is None:
+        checkpoint = tf.train.latest_checkpoint(str(checkpoints))
+        if checkpoint is None:
+            raise ValueError(f"No checkpoint in {checkpoints}.")
+    elif not pathlib.Path(f"{checkpoint}.index").is_file():
+        if pathlib.Path(f"{checkpoints / checkpoint}.index").is_file():
+            checkpoint = str(checkpoints / checkpoint)
+        else:
+            kept = sorted(p.name[: -len(".index")] for p in checkpoints.glob("*.index"))
+            raise ValueError(
+                f"`checkpoint` must name a checkpoint of {checkpoints} (kept: "
+                f"{', '.join(kept) or 'none'}). Received: checkpoint={checkpoint!r}"
+            )
+    saved = json.loads(config_path.read_text(encoding="utf-8"))
+    vocabulary = Vocabulary.load(run_dir / "vocab.txt")
+    trainer = Trainer(saved["config"], vocabulary, strategy=tf.distribute.get_strategy(),
+                      seed=saved["seed"], carry_state=saved["carry_state"])
+    trainer.checkpoint.restore(str(checkpoint)).assert_existing_objects_matched()
+    trainer.export(output_dir)
+    return str(checkpoint)
+
+
 def _test_prefix(test_path, max_tokens, destination):
     """Writes the first lines of `test_path` holding at least `max_tokens` tokens."""
     lines, tokens = [], 0

@@ -1,6 +1,7 @@
-"""`elmo-keras train` and `elmo-keras evaluate` end to end on bilm-tf's tiny corpus."""
+"""`elmo-keras train`, `evaluate` and `snapshot` end to end on bilm-tf's tiny corpus."""
 
 import json
+import shutil
 
 import h5py
 import pytest
@@ -35,6 +36,7 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
         assert "CNN_proj/W_proj" in handle
     # The vocabulary was built from the data: specials first, then by frequency.
     assert (out / "vocab.txt").read_text().split("\n")[:4] == ["<S>", "</S>", "<UNK>", "of"]
+    shutil.copy(out / "lm_weights.hdf5", tmp_path / "step3.hdf5")
     # A second run into the same folder must resume explicitly.
     assert main(argv[:-4] + ["--steps", "5"]) == 1
     assert "pass `resume`" in capsys.readouterr().err
@@ -44,6 +46,31 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
     printed = capsys.readouterr().out
     for line in ("forward perplexity:", "backward perplexity:", "average perplexity:"):
         assert line in printed
+
+    # `snapshot`: any kept checkpoint, written as training writes its end.
+    assert main(["snapshot", "--run", str(out), "--checkpoint", "ckpt-3",
+                 "--output", str(tmp_path / "snap3")]) == 0
+    assert "ckpt-3" in capsys.readouterr().out
+    assert _datasets(tmp_path / "snap3" / "lm_weights.hdf5") == _datasets(tmp_path / "step3.hdf5")
+    assert main(["snapshot", "--run", str(out), "--output", str(tmp_path / "snap5")]) == 0
+    assert _datasets(tmp_path / "snap5" / "lm_weights.hdf5") == _datasets(out / "lm_weights.hdf5")
+    assert (tmp_path / "snap5" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
+    assert main(["snapshot", "--run", str(out), "--checkpoint", "ckpt-4",
+                 "--output", str(tmp_path / "snap4")]) == 2
+    assert "kept: ckpt-3, ckpt-5" in capsys.readouterr().err
+    assert main(["snapshot", "--run", str(out), "--output", str(tmp_path / "snap5")]) == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+
+
+def _datasets(path):
+    """Every dataset of an hdf5 file, as bytes (an exact comparison)."""
+    out = {}
+    with h5py.File(path) as handle:
+        handle.visititems(
+            lambda name, obj: out.__setitem__(name, obj[()].tobytes())
+            if isinstance(obj, h5py.Dataset) else None
+        )
+    return out
 
 
 @pytest.mark.parametrize(
@@ -57,6 +84,7 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
         (["train", "--output", "/nonexistent/run", "--steps", "1", "--resume"],
          "no previous run"),
         (["evaluate", "--model", "/nonexistent", "--data", "a.txt"], "folder not found"),
+        (["snapshot", "--run", "/nonexistent", "--output", "x"], "not a training run"),
     ],
 )
 def test_errors_are_one_line(argv, message, capsys):
