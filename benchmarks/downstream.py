@@ -648,7 +648,8 @@ def main(argv=None):
         results = [
             r for r in previous["runs"] if (r["variant"], r["fraction"], r["seed"]) not in done
         ] + results
-        invocations = previous.get("invocations", [])
+        # An earlier invocation whose runs this one redid no longer describes the table.
+        invocations = [i for i in previous.get("invocations", []) if i["command"] != command]
         if previous.get("bilm", "none") != "none" and args.cache_name == "none":
             args.cache_name = previous["bilm"]
             bilm_params = previous["bilm_parameters"]

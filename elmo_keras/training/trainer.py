@@ -543,7 +543,7 @@ def evaluate_model(model, vocabulary, data, batch_size=16, unroll_steps=20, max_
         vocabulary, batch_size, unroll_steps, max_chars,
     )
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)  # no Python control flow inside
     def eval_step(batch, state_h, state_c):
         forward, backward, mask, new_h, new_c = model.encode(
             batch["forward_char_ids"], batch["backward_char_ids"], state_h, state_c,
