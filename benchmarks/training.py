@@ -24,6 +24,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
+from inference import _maxrss_mb, _reset_peak_rss  # noqa: E402  (VmHWM, clear_refs)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STEPS = {"tiny": 20, "cpu": 10, "small": 5, "medium": 3, "original": 3}
 
@@ -111,23 +113,8 @@ def bench(name, vocabulary, batch_size, samples, steps, jit_compile=False):
         "tokens_per_second": tokens_per_step / step_seconds,
         "step_seconds": step_seconds,
         "softmax_share": statistics.median(softmax_times) / step_seconds,
-        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_mb": _maxrss_mb(),
     }
-
-
-def _peak_rss_mb():
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def _reset_peak_rss():
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-    except OSError:  # not Linux: the high-water mark is cumulative (an upper bound)
-        pass
 
 
 def main():

@@ -60,10 +60,9 @@ def train(train, output_dir, config="small", valid=None, steps=None, epochs=None
             raise ValueError(
                 f"`resume` needs a previous run in {output_dir} ({CONFIG_FILE} not found)."
             )
-        saved = json.loads(config_path.read_text(encoding="utf-8"))
+        saved, vocabulary = _load_run(output_dir)
         run_config, seed = saved["config"], saved["seed"]
         tokenization, carry_state = saved["tokenization"], saved["carry_state"]
-        vocabulary = Vocabulary.load(output_dir / "vocab.txt")
     else:
         if (output_dir / "checkpoints").is_dir() and any((output_dir / "checkpoints").iterdir()):
             raise ValueError(
@@ -122,6 +121,13 @@ def train(train, output_dir, config="small", valid=None, steps=None, epochs=None
     return summary
 
 
+def _load_run(run_dir):
+    """A run folder's saved settings (`training_config.json`) and its vocabulary."""
+    run_dir = pathlib.Path(run_dir)
+    saved = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    return saved, Vocabulary.load(run_dir / "vocab.txt")
+
+
 def export_checkpoint(run_dir, output_dir, checkpoint=None):
     """Writes a training checkpoint's weights in the published layout, without training.
 
@@ -164,8 +170,7 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
                 f"`checkpoint` must name a checkpoint of {checkpoints} (kept: "
                 f"{', '.join(kept) or 'none'}). Received: checkpoint={checkpoint!r}"
             )
-    saved = json.loads(config_path.read_text(encoding="utf-8"))
-    vocabulary = Vocabulary.load(run_dir / "vocab.txt")
+    saved, vocabulary = _load_run(run_dir)
     trainer = Trainer(saved["config"], vocabulary, strategy=tf.distribute.get_strategy(),
                       seed=saved["seed"], carry_state=saved["carry_state"])
     trainer.checkpoint.restore(str(checkpoint)).assert_existing_objects_matched()

@@ -399,6 +399,13 @@ class Trainer:
         bar = keras.utils.Progbar(steps - start_step, unit_name="step") if (
             progress and steps) else None
         started = time.perf_counter()
+
+        def local_votes():
+            """This process's requests to stop: `[signal, time budget]`, 1.0 or 0.0."""
+            out_of_time = (time_budget_s is not None
+                           and time.perf_counter() - started >= time_budget_s)
+            return [float(stop["signal"] is not None), float(out_of_time)]
+
         interval = {"fw": 0.0, "bw": 0.0, "tokens": 0.0, "time": started}
         total_tokens = 0.0
         stopped = "epochs"
@@ -414,12 +421,7 @@ class Trainer:
                 except (StopIteration, tf.errors.OutOfRangeError):
                     stopped = "epochs"
                     break
-                out_of_time = (time_budget_s is not None
-                               and time.perf_counter() - started >= time_budget_s)
-                votes = tf.constant(
-                    [float(stop["signal"] is not None), float(out_of_time)], tf.float32
-                )
-                *values, votes = self._train_step(batch, votes)
+                *values, votes = self._train_step(batch, tf.constant(local_votes()))
                 nll_fw, nll_bw, tokens, norm = (float(x) for x in values)
                 signal_votes, time_votes = (float(x) for x in votes.numpy())
                 step = int(self.step.numpy())
@@ -442,9 +444,7 @@ class Trainer:
                 if manager is not None and step % checkpoint_every == 0:
                     self.save_checkpoint(manager)
                 if not self.multi_worker:  # one process: stop right after this step
-                    signal_votes += float(stop["signal"] is not None)
-                    time_votes += float(time_budget_s is not None and
-                                        time.perf_counter() - started >= time_budget_s)
+                    signal_votes, time_votes = local_votes()
                 # Several workers decide from everyone's votes taken at the start of this step:
                 # all leave after the same step (a lone worker leaving would keep the others
                 # waiting in a collective) and save the same checkpoint.
