@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+LINTED := elmo_keras export tests benchmarks experiments
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,11 +15,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/elmo-keras demo
 
-test: $(STAMP)
+# The linter runs first: a lint error fails `make test` (and so CI) in seconds.
+test: lint
 	$(VENV)/bin/python -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check elmo_keras export tests benchmarks
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format $(LINTED)
+	$(VENV)/bin/ruff check --fix $(LINTED)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

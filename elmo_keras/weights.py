@@ -1,7 +1,9 @@
 """Published ELMo weights: bilm-tf's `options.json` + hdf5 layout, read and written.
 
-Plain functions, no classes: `read_options`, `write_options`, `options_to_bilm_kwargs`,
-`load_bilm`, `load_weights`, `save_weights`. The layout (REFERENCE.md section 3):
+Plain functions on a built `BiLM` (duck-typed: this module imports no model): `load_weights`,
+`save_weights`. `load_bilm` (options + weights -> a new `BiLM`) is in `elmo_keras.models.bilm`
+and importable from here too, as are the options functions of `elmo_keras.options`. The
+layout (REFERENCE.md section 3):
 
 ```
 char_embed                                   (n_characters - 1, char_dim)
@@ -19,12 +21,17 @@ forget bias of 1.0 is not stored in `B` and our cells add it at run time too, so
 copied unchanged and load -> save -> load is bit-exact.
 """
 
-import json
-import os
+import importlib
 import pathlib
-import tempfile
 
 import numpy as np
+
+from elmo_keras.files import atomic_file
+from elmo_keras.options import (  # noqa: F401  (public in this module since 0.1.0)
+    options_to_bilm_kwargs,
+    read_options,
+    write_options,
+)
 
 # Keras gate block k is TensorFlow block _GATE_PERMUTATION[k]; the permutation is its own inverse.
 _GATE_PERMUTATION = (0, 2, 1, 3)
@@ -33,81 +40,6 @@ _GATE_PERMUTATION = (0, 2, 1, 3)
 def _reorder_gates(array, axis=-1):
     blocks = np.split(array, 4, axis=axis)
     return np.concatenate([blocks[k] for k in _GATE_PERMUTATION], axis=axis)
-
-
-def _require(mapping, key, where):
-    if key not in mapping:
-        raise ValueError(f"{where} is missing the key '{key}'. Received keys: {sorted(mapping)}")
-    return mapping[key]
-
-
-def read_options(path):
-    """Reads a bilm-tf `options.json` and returns it as a dict, validated."""
-    path = pathlib.Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"options file not found: {path}") from None
-    try:
-        options = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"options file {path} is not valid JSON: {error}") from None
-    options_to_bilm_kwargs(options, source=str(path))
-    return options
-
-
-def write_options(options, path):
-    """Writes an options dict as bilm-tf's `options.json` (atomically)."""
-    _atomic_write_text(pathlib.Path(path), json.dumps(options, indent=2, sort_keys=True) + "\n")
-
-
-def options_to_bilm_kwargs(options, source="options"):
-    """Translates a bilm-tf options dict into `BiLM` keyword arguments, with clear errors."""
-    if not isinstance(options, dict):
-        raise ValueError(f"{source} must be a JSON object. Received: {type(options).__name__}")
-    lstm = _require(options, "lstm", source)
-    cnn = _require(options, "char_cnn", source)
-    n_characters = _require(cnn, "n_characters", f"{source} 'char_cnn'")
-    if n_characters == 261:
-        raise ValueError(
-            f"{source} has char_cnn.n_characters=261, the value bilm-tf uses while training. "
-            "A trained model is used with 262: id 0 becomes a padding token and the loader "
-            "prepends a zero row to the 261 rows of 'char_embed'. Set \"n_characters\": 262 in "
-            "the options file (the weight file stays as it is)."
-        )
-    if n_characters != 262:
-        raise ValueError(
-            f"{source} has char_cnn.n_characters={n_characters}; ELMo's character vocabulary "
-            "is 262 ids at inference (256 bytes, 5 special ids, 1 padding id)."
-        )
-    filters = _require(cnn, "filters", f"{source} 'char_cnn'")
-    projection_dim = _require(lstm, "projection_dim", f"{source} 'lstm'")
-    n_filters = sum(int(n) for _, n in filters)
-    if n_filters == projection_dim:
-        raise ValueError(
-            f"{source}: the filters add up to projection_dim ({projection_dim}), so bilm-tf "
-            "stores no CNN_proj; this layout is not supported."
-        )
-    activation = cnn.get("activation", "relu")
-    if activation not in ("relu", "tanh"):
-        raise ValueError(
-            f"{source} has char_cnn.activation={activation!r}; expected 'relu' or 'tanh'."
-        )
-    return {
-        "lstm_units": int(_require(lstm, "dim", f"{source} 'lstm'")),
-        "projection_dim": int(projection_dim),
-        "n_layers": int(lstm.get("n_layers", 1)),
-        "cell_clip": lstm.get("cell_clip") or None,
-        "proj_clip": lstm.get("proj_clip") or None,
-        "use_skip_connections": bool(lstm.get("use_skip_connections", False)),
-        "char_embedding_dim": int(_require(cnn.get("embedding", {}), "dim", f"{source} "
-                                           "'char_cnn.embedding'")),
-        "filters": [[int(w), int(n)] for w, n in filters],
-        "n_highway": int(cnn.get("n_highway", 0)),
-        "n_characters": 262,
-        "max_characters_per_token": int(cnn.get("max_characters_per_token", 50)),
-        "activation": activation,
-    }
 
 
 def _lstm_prefix(direction, layer):
@@ -181,11 +113,17 @@ def _assignments(bilm):
     return plan
 
 
-def load_weights(bilm, weights_path):
+def load_weights(bilm, weights_path, check_finite=True):
     """Loads a bilm-tf hdf5 weight file into a built `BiLM`.
 
-    Every dataset is checked before anything is assigned: a missing dataset or a wrong shape
-    raises a `ValueError` naming the dataset, the expected and the received shape.
+    Every dataset is checked before anything is assigned: a missing dataset, a wrong shape or
+    (with `check_finite`) a NaN or infinite value raises a `ValueError` naming the file, the
+    dataset, the expected and the received value.
+
+    Args:
+        bilm: a `BiLM`.
+        weights_path: str or path-like. The hdf5 file.
+        check_finite: bool. Scan every value for NaN and infinity. Defaults to `True`.
     """
     import h5py
 
@@ -218,6 +156,12 @@ def load_weights(bilm, weights_path):
                     f"weight file {weights_path}: dataset '{name}' has shape {array.shape}, "
                     f"but the options need {shape}{hint}"
                 )
+            if check_finite and not np.all(np.isfinite(array)):
+                bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+                raise ValueError(
+                    f"weight file {weights_path}: dataset '{name}' holds {bad} NaN or infinite "
+                    "values (a corrupted or diverged file)"
+                )
             arrays[name] = array
     for name, _, assign in plan:
         assign(arrays[name])
@@ -228,37 +172,55 @@ def save_weights(bilm, weights_path):
     """Writes a `BiLM`'s weights as a bilm-tf hdf5 file (atomically: temp file, then rename)."""
     import h5py
 
-    weights_path = pathlib.Path(weights_path)
     arrays = _published_arrays(bilm)
-    weights_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{weights_path.name}.", dir=weights_path.parent)
-    os.close(fd)
-    try:
+    with atomic_file(weights_path) as tmp:
         with h5py.File(tmp, "w") as handle:
             for name, array in arrays.items():
                 handle.create_dataset(name, data=np.asarray(array, np.float32))
-        os.replace(tmp, weights_path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
 
 
-def load_bilm(options_path, weights_path, **kwargs):
-    """Builds a `BiLM` from bilm-tf's `options.json` and loads its hdf5 weights."""
-    from elmo_keras.models.bilm import BiLM
+def __getattr__(name):
+    # `load_bilm` builds a `BiLM`, so it lives in `elmo_keras.models.bilm` (this module sits
+    # below the models); `from elmo_keras.weights import load_bilm` keeps working.
+    if name == "load_bilm":
+        return importlib.import_module("elmo_keras.models.bilm").load_bilm
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    bilm = BiLM.from_options(read_options(options_path), **kwargs)
-    bilm.build()
-    return load_weights(bilm, weights_path)
+
+def save_softmax(path, kernel, bias):
+    """Writes a language model's word softmax as `softmax.hdf5` (atomically).
+
+    The file holds `softmax/W` `[vocabulary_size, projection_dim]` and `softmax/b`
+    `[vocabulary_size]`, the layout `elmo-keras train` writes next to `lm_weights.hdf5`.
+
+    Args:
+        path: str or path-like. The hdf5 file to write.
+        kernel: array `[vocabulary_size, projection_dim]`.
+        bias: array `[vocabulary_size]`.
+    """
+    import h5py
+
+    kernel, bias = np.asarray(kernel), np.asarray(bias)
+    if kernel.ndim != 2 or bias.shape != kernel.shape[:1]:
+        raise ValueError(
+            "`kernel` must be [vocabulary_size, projection_dim] and `bias` [vocabulary_size]. "
+            f"Received: kernel.shape={kernel.shape}, bias.shape={bias.shape}"
+        )
+    with atomic_file(path) as tmp:
+        with h5py.File(tmp, "w") as handle:
+            handle.create_dataset("softmax/W", data=kernel)
+            handle.create_dataset("softmax/b", data=bias)
 
 
-def _atomic_write_text(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+def load_softmax(path):
+    """Reads what `save_softmax` wrote: returns `(kernel, bias)` as NumPy arrays."""
+    import h5py
+
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"softmax file not found: {path}")
+    with h5py.File(path, "r") as handle:
+        for name in ("softmax/W", "softmax/b"):
+            if name not in handle:
+                raise ValueError(f"softmax file {path} has no dataset '{name}'")
+        return handle["softmax/W"][...], handle["softmax/b"][...]

@@ -1,8 +1,8 @@
 """Write a complete export folder atomically: SavedModel, ONNX models, options and a manifest.
 
 Everything is written into a temporary folder next to the output and renamed into place at the
-end, so an export that fails (or is interrupted) leaves nothing half-written, and an existing
-output is only replaced when asked to.
+end (`elmo_keras.files.atomic_directory`), so an export that fails (or is interrupted) leaves
+nothing half-written, and an existing output is only replaced when asked to.
 
 Layout of the output folder:
 
@@ -17,12 +17,11 @@ OUTPUT/
 ```
 """
 
-import contextlib
 import json
 import os
 import pathlib
-import shutil
-import tempfile
+
+from elmo_keras.files import atomic_directory, check_output
 
 FORMATS = ("savedmodel", "onnx")
 SAVEDMODEL_DIR = "savedmodel"
@@ -30,58 +29,6 @@ ONNX_FILE = "model.onnx"
 ONNX_STATEFUL_FILE = "model_stateful.onnx"
 ONNX_INT8_FILE = "model.int8.onnx"
 MANIFEST_FILE = "export.json"
-
-
-def check_output(output, overwrite=False):
-    """Raises `FileExistsError` when `output` exists and `overwrite` is false."""
-    output = pathlib.Path(output)
-    if (output.exists() or output.is_symlink()) and not overwrite:
-        raise FileExistsError(
-            f"The output {str(output)!r} already exists; pass `overwrite=True` "
-            "(`--overwrite`) to replace it."
-        )
-    return output
-
-
-@contextlib.contextmanager
-def atomic_directory(output, overwrite=False):
-    """Yields a fresh temporary folder that becomes `output` when the block succeeds.
-
-    The temporary folder is created in `output`'s parent (so the final rename stays on one file
-    system). On an exception it is deleted and `output` is left as it was. With
-    `overwrite=True` an existing `output` is moved aside, replaced, then deleted; if the final
-    rename fails the old output is put back.
-
-    Args:
-        output: str or path-like. The folder to create.
-        overwrite: bool. Replace an existing `output`. Defaults to `False`.
-    """
-    output = check_output(output, overwrite).absolute()
-    parent = output.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=parent))
-    try:
-        yield staging
-        check_output(output, overwrite)  # again: something may have appeared meanwhile
-        aside = None
-        if output.exists() or output.is_symlink():
-            aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=parent))
-            aside.rmdir()
-            os.replace(output, aside)
-        try:
-            os.replace(staging, output)
-        except BaseException:
-            if aside is not None:
-                os.replace(aside, output)
-            raise
-        if aside is not None:
-            if aside.is_dir() and not aside.is_symlink():
-                shutil.rmtree(aside, ignore_errors=True)
-            else:
-                aside.unlink()
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _check_formats(formats):

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-import elmo_keras.layers  # noqa: F401  (registers the classes, as 0.1.0 required)
+import elmo_keras.models  # noqa: F401  (registers the classes)
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "keras_v0_1_0"
 

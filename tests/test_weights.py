@@ -41,7 +41,7 @@ def test_forget_bias_and_gate_order_conventions(fixtures_dir):
     w0 = datasets(src / "lm_weights.hdf5")["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"]
     b = datasets(src / "lm_weights.hdf5")["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/B"]
     cell = bilm.bilstm.forward_cells[0]
-    units = cell.units
+    units = cell.lstm_units
     # Keras block 1 (forget) is TensorFlow block 2 (f); Keras block 2 (candidate) is TF block 1 (j).
     np.testing.assert_array_equal(np.asarray(cell.kernel)[:, units:2 * units],
                                   w0[:16, 2 * units:3 * units])
@@ -116,5 +116,49 @@ def test_bad_files(tmp_path, fixtures_dir):
     opts = json.loads(options.read_text())
     del opts["lstm"]["projection_dim"]
     (tmp_path / "partial.json").write_text(json.dumps(opts))
-    with pytest.raises(ValueError, match="missing the key 'projection_dim'"):
+    with pytest.raises(ValueError, match="missing the key `lstm.projection_dim`"):
         read_options(tmp_path / "partial.json")
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda o: o.update(lstm=None), "`lstm` must be a JSON object. Received: None"),
+        (lambda o: o["lstm"].update(dim=64.7), "`lstm.dim` must be an integer >= 1. Received: 64.7"),
+        (lambda o: o["lstm"].update(dim="64"), "`lstm.dim` must be an integer >= 1. Received: '64'"),
+        (lambda o: o["lstm"].update(cell_clip="3"), "`lstm.cell_clip` must be a finite number"),
+        (lambda o: o["lstm"].update(use_skip_connections=1), "`lstm.use_skip_connections` must be"),
+        (lambda o: o["char_cnn"].update(filters=[[1, 4.5]]), "`char_cnn.filters` must be"),
+        (lambda o: o["char_cnn"].update(n_highway=-1), "`char_cnn.n_highway` must be an integer >= 0"),
+        (lambda o: o["char_cnn"].update(activation="gelu"), "`char_cnn.activation` must be one of"),
+    ],
+)
+def test_bad_option_values_name_file_key_and_value(tmp_path, fixtures_dir, edit, message):
+    options, _ = copy_fixture(fixtures_dir, tmp_path)
+    opts = json.loads(options.read_text())
+    edit(opts)
+    options.write_text(json.dumps(opts))
+    with pytest.raises(ValueError) as error:
+        read_options(options)
+    assert str(options) in str(error.value) and message in str(error.value)
+
+
+def test_whole_number_floats_are_accepted_as_integers(tmp_path, fixtures_dir):
+    options, _ = copy_fixture(fixtures_dir, tmp_path)
+    opts = json.loads(options.read_text())
+    opts["lstm"]["dim"] = float(opts["lstm"]["dim"])  # JSON writers may emit 64.0
+    options.write_text(json.dumps(opts))
+    assert BiLM.from_options(read_options(options)).lstm_units == int(opts["lstm"]["dim"])
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_weights_are_refused_unless_asked(tmp_path, fixtures_dir, value):
+    options, weights = copy_fixture(fixtures_dir, tmp_path)
+    with h5py.File(weights, "r+") as handle:
+        data = handle["CNN_proj/W_proj"][...]
+        data[0, 0] = value
+        handle["CNN_proj/W_proj"][...] = data
+    with pytest.raises(ValueError, match=r"dataset 'CNN_proj/W_proj' holds 1 NaN or infinite"):
+        load_bilm(options, weights)
+    bilm = load_bilm(options, weights, check_finite=False)  # the scan can be skipped for speed
+    assert not np.isfinite(np.asarray(bilm.char_cnn.projection.kernel)).all()

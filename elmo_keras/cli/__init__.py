@@ -42,7 +42,7 @@ def prepare_environment():
     """Settings that must precede TensorFlow's first import.
 
     oneDNN runs the large hoisted matrix products much faster on AMD CPUs, where TensorFlow
-    leaves it off by default (see the README's performance notes); a user's own setting wins.
+    leaves it off by default (see docs/benchmarks.md); a user's own setting wins.
     """
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -1,10 +1,7 @@
-"""Helpers shared by the subcommands: atomic output files, input reading, a progress bar."""
+"""Helpers shared by the subcommands: input reading, a progress bar."""
 
-import contextlib
-import os
 import pathlib
 import sys
-import tempfile
 import time
 
 from elmo_keras.cli import CommandError
@@ -23,24 +20,6 @@ def read_sentences(path):
     except UnicodeDecodeError as error:
         raise CommandError(f"input file {path} is not UTF-8 text ({error.reason} at byte "
                            f"{error.start})") from None
-
-
-@contextlib.contextmanager
-def atomic_output_file(path, overwrite=True):
-    """Yields a temporary path next to `path`; moves it into place only if the block succeeds."""
-    path = pathlib.Path(path)
-    if path.exists() and not overwrite:
-        raise CommandError(f"output exists: {path} (pass --overwrite to replace it)")
-    if not path.parent.exists():
-        raise CommandError(f"output folder does not exist: {path.parent}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    os.close(fd)
-    tmp = pathlib.Path(tmp)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class Progress:

@@ -63,7 +63,8 @@ def make_embedder(args):
 
 
 def run(args):
-    from elmo_keras.cli._common import Progress, atomic_output_file, read_sentences
+    from elmo_keras.cli._common import Progress, read_sentences
+    from elmo_keras.files import atomic_file
 
     if args.batch_size < 1:
         raise CommandError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
@@ -71,11 +72,13 @@ def run(args):
     output = pathlib.Path(args.output)
     if output.exists() and not args.overwrite:
         raise CommandError(f"output exists: {output} (pass --overwrite to replace it)")
+    if not output.parent.is_dir():  # found before the work, not after it
+        raise CommandError(f"output folder does not exist: {output.parent}")
     embedder = make_embedder(args)
     vectors = embedder.embed(sentences, progress=Progress(len(sentences)))
     import h5py
 
-    with atomic_output_file(output) as tmp:
+    with atomic_file(output, overwrite=args.overwrite, make_parents=False) as tmp:
         with h5py.File(tmp, "w") as handle:
             for i, array in enumerate(vectors):
                 handle.create_dataset(str(i), data=array)

@@ -46,7 +46,9 @@ def add_parser(subparsers):
     )
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset, >= 17 (default: 17)")
     parser.add_argument(
-        "--tokenization",
+        "--tokenization-mode",
+        "--tokenization",  # the 0.1.0 spelling
+        dest="tokenization_mode",
         choices=("punctuation", "whitespace"),
         default="punctuation",
         help="how the SavedModel's `default` signature splits sentences (default: punctuation; "
@@ -89,7 +91,8 @@ def run(args):
         raise CommandError("--onnx-state and --quantize need --format onnx or all")
     if args.opset < 17:
         raise CommandError(f"--opset must be 17 or newer, got {args.opset}")
-    from elmo_keras.export.writer import check_output, export_model  # noqa: PLC0415
+    from elmo_keras.export.writer import export_model  # noqa: PLC0415
+    from elmo_keras.files import check_output  # noqa: PLC0415
 
     try:
         check_output(args.output, overwrite=args.overwrite)
@@ -105,7 +108,7 @@ def run(args):
         onnx_state=args.onnx_state,
         quantize=args.quantize,
         opset=args.opset,
-        tokenization_mode=args.tokenization,
+        tokenization_mode=args.tokenization_mode,
         use_tensorflow_text=args.tensorflow_text,
     )
     files = ", ".join(manifest["files"].values())

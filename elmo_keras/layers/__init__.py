@@ -1,12 +1,16 @@
 """ELMo's layers: `CharCNN`, `Highway`, `ProjectedLSTMCell`, `ProjectedBiLSTM`, `ScalarMix`.
 
-Importing this module imports TensorFlow and Keras.
+Importing this module imports TensorFlow and Keras. `ElmoEmbedding` (a biLM plus its mixes,
+for task models) lives in `elmo_keras.models`; `from elmo_keras.layers import ElmoEmbedding`
+keeps working and loads it on first use, so this package itself never imports `models`.
 """
 
+import importlib
+
 from elmo_keras.layers.char_cnn import CharCNN
-from elmo_keras.layers.elmo_embedding import ElmoEmbedding
 from elmo_keras.layers.highway import Highway
-from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, ProjectedLSTMCell
+from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM
+from elmo_keras.layers.projected_lstm_cell import ProjectedLSTMCell
 from elmo_keras.layers.scalar_mix import ScalarMix
 
 __all__ = [
@@ -17,3 +21,10 @@ __all__ = [
     "ProjectedLSTMCell",
     "ScalarMix",
 ]
+
+
+def __getattr__(name):
+    # The one name served from a higher floor, for `from elmo_keras.layers import ElmoEmbedding`.
+    if name == "ElmoEmbedding":
+        return importlib.import_module("elmo_keras.models.elmo_embedding").ElmoEmbedding
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,17 +2,9 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.layers.highway import Highway
-
-# The published "Original" model's filters: (width, count), 2048 in all.
-DEFAULT_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
-
-
-def _positive_int(name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
-        )
-    return value
+from elmo_keras.options import ACTIVATIONS, DEFAULT_FILTERS
+from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
+from elmo_keras.validation import check_choice, check_int
 
 
 def normalize_filters(filters):
@@ -80,29 +72,25 @@ class CharCNN(keras.layers.Layer):
 
     def __init__(
         self,
-        n_characters=262,
+        n_characters=N_CHARACTERS,
         char_embedding_dim=16,
         filters=DEFAULT_FILTERS,
         n_highway=2,
         projection_dim=512,
         activation="relu",
-        max_characters_per_token=50,
+        max_characters_per_token=MAX_CHARACTERS_PER_TOKEN,
         embeddings_initializer=None,
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.n_characters = _positive_int("n_characters", n_characters, 2)
-        self.char_embedding_dim = _positive_int("char_embedding_dim", char_embedding_dim)
+        self.n_characters = check_int("n_characters", n_characters, 2)
+        self.char_embedding_dim = check_int("char_embedding_dim", char_embedding_dim)
         self.filters = normalize_filters(filters)
-        self.n_highway = _positive_int("n_highway", n_highway, 0)
-        self.projection_dim = _positive_int("projection_dim", projection_dim)
-        if activation not in ("relu", "tanh"):
-            raise ValueError(
-                f"`activation` must be 'relu' or 'tanh'. Received: activation={activation!r}"
-            )
-        self.activation = activation
-        self.max_characters_per_token = _positive_int(
+        self.n_highway = check_int("n_highway", n_highway, 0)
+        self.projection_dim = check_int("projection_dim", projection_dim)
+        self.activation = check_choice("activation", activation, ACTIVATIONS)
+        self.max_characters_per_token = check_int(
             "max_characters_per_token", max_characters_per_token, 3
         )
         widest = max(w for w, _ in self.filters)
@@ -205,9 +193,7 @@ class CharCNN(keras.layers.Layer):
                 "projection_dim": self.projection_dim,
                 "activation": self.activation,
                 "max_characters_per_token": self.max_characters_per_token,
-                "embeddings_initializer": keras.initializers.serialize(
-                    self.embeddings_initializer
-                ),
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )

@@ -1,145 +1,12 @@
 import keras
 import tensorflow as tf
 
-from elmo_keras.layers.char_cnn import _positive_int
-
-
-def _optional_clip(name, value):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive number or None. Received: {name}={value!r}")
-    return float(value)
-
-
-@keras.saving.register_keras_serializable(package="elmo_keras")
-class ProjectedLSTMCell(keras.layers.Layer):
-    """An LSTM cell with a projection of its output, as in ELMo (Sak et al. 2014).
-
-    One step, with the gate blocks in Keras order (input, forget, candidate, output):
-    ```
-    z = x @ kernel + h @ recurrent_kernel + bias
-    c = clip(sigmoid(z_f + forget_bias) * c + sigmoid(z_i) * tanh(z_c), cell_clip)
-    h = clip((sigmoid(z_o) * tanh(c)) @ projection_kernel, proj_clip)
-    ```
-    No peepholes. As in TensorFlow's `LSTMCell` (and so in the published ELMo weights),
-    `forget_bias` is added when the cell runs and is not part of `bias`; a weight file is
-    therefore loaded and written back bit for bit.
-
-    The cell works step by step with `keras.layers.RNN` (state `[h, c]`); `ProjectedBiLSTM`
-    instead calls `input_projection` once for all positions and `recurrent_step` in its loop.
-
-    Args:
-        units: int. Size of the memory cell `c`.
-        projection_dim: int. Size of the output and of the state `h`.
-        cell_clip: float or None. Clip `c` to `[-cell_clip, cell_clip]`. Defaults to `None`.
-        proj_clip: float or None. Clip `h` to `[-proj_clip, proj_clip]`. Defaults to `None`.
-        forget_bias: float. Added to the forget gate at run time. Defaults to `1.0`.
-        kernel_initializer, recurrent_initializer, projection_initializer: initializers of
-            the three matrices. Default to `"glorot_uniform"`, `"orthogonal"`,
-            `"glorot_uniform"`.
-        **kwargs: other keyword arguments of `keras.layers.Layer`.
-
-    Call arguments:
-        inputs: float tensor `[batch, input_dim]`.
-        states: list `[h, c]`, `[batch, projection_dim]` and `[batch, units]`.
-
-    Returns:
-        `(h, [h, c])`.
-
-    Example:
-    >>> cell = ProjectedLSTMCell(32, 8, cell_clip=3.0, proj_clip=3.0)
-    >>> keras.layers.RNN(cell)(np.ones((2, 5, 4), "float32")).shape
-    TensorShape([2, 8])
-    """
-
-    def __init__(
-        self,
-        units,
-        projection_dim,
-        cell_clip=None,
-        proj_clip=None,
-        forget_bias=1.0,
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer="orthogonal",
-        projection_initializer="glorot_uniform",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.units = _positive_int("units", units)
-        self.projection_dim = _positive_int("projection_dim", projection_dim)
-        self.cell_clip = _optional_clip("cell_clip", cell_clip)
-        self.proj_clip = _optional_clip("proj_clip", proj_clip)
-        self.forget_bias = float(forget_bias)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
-        self.projection_initializer = keras.initializers.get(projection_initializer)
-        self.state_size = [self.projection_dim, self.units]
-        self.output_size = self.projection_dim
-
-    def build(self, input_shape):
-        input_dim = input_shape[-1]
-        self.kernel = self.add_weight(
-            name="kernel", shape=(input_dim, 4 * self.units), initializer=self.kernel_initializer
-        )
-        self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel",
-            shape=(self.projection_dim, 4 * self.units),
-            initializer=self.recurrent_initializer,
-        )
-        self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
-        self.projection_kernel = self.add_weight(
-            name="projection_kernel",
-            shape=(self.units, self.projection_dim),
-            initializer=self.projection_initializer,
-        )
-        self.built = True
-
-    def input_projection(self, inputs):
-        """`inputs @ kernel + bias` for inputs of any rank >= 2 (one large product)."""
-        kernel = tf.cast(self.kernel, self.compute_dtype)
-        bias = tf.cast(self.bias, self.compute_dtype)
-        shape = tf.shape(inputs)
-        flat = tf.reshape(inputs, [-1, shape[-1]])
-        z = tf.matmul(flat, kernel) + bias
-        return tf.reshape(z, tf.concat([shape[:-1], [4 * self.units]], axis=0))
-
-    def recurrent_step(self, z_input, h, c):
-        """One step given the input's share of the gates: returns the new `(h, c)`."""
-        z = z_input + tf.matmul(h, tf.cast(self.recurrent_kernel, h.dtype))
-        i, f, g, o = tf.split(z, 4, axis=-1)
-        c = tf.sigmoid(f + self.forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
-        if self.cell_clip is not None:
-            c = tf.clip_by_value(c, -self.cell_clip, self.cell_clip)
-        h = tf.matmul(tf.sigmoid(o) * tf.tanh(c), tf.cast(self.projection_kernel, c.dtype))
-        if self.proj_clip is not None:
-            h = tf.clip_by_value(h, -self.proj_clip, self.proj_clip)
-        return h, c
-
-    def call(self, inputs, states):
-        h, c = states[0], states[1]
-        h, c = self.recurrent_step(self.input_projection(inputs), h, c)
-        return h, [h, c]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "projection_dim": self.projection_dim,
-                "cell_clip": self.cell_clip,
-                "proj_clip": self.proj_clip,
-                "forget_bias": self.forget_bias,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "recurrent_initializer": keras.initializers.serialize(
-                    self.recurrent_initializer
-                ),
-                "projection_initializer": keras.initializers.serialize(
-                    self.projection_initializer
-                ),
-            }
-        )
-        return config
+from elmo_keras.layers.projected_lstm_cell import (
+    ProjectedLSTMCell,
+    _from_0_1_0_config,
+    _optional_clip,
+)
+from elmo_keras.validation import check_int, check_number, renamed_argument, renamed_attribute
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -160,7 +27,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
     sentence gives the same vectors alone or inside any right-padded batch.
 
     Args:
-        units: int. Memory cell size of every LSTM. ELMo: `4096`.
+        lstm_units: int. Memory cell size of every LSTM. ELMo: `4096`. Called `units` before
+            0.2 (still accepted, with a `DeprecationWarning`).
         projection_dim: int. Output size of every LSTM. ELMo: `512`.
         n_layers: int. Layers per direction. Defaults to `2`.
         cell_clip: float or None. Defaults to `3.0`.
@@ -178,7 +46,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         mask: optional bool tensor `[batch, tokens]`, True for real tokens (a prefix of each
             row). Defaults to all True.
         initial_state: optional list `[state_h, state_c]` with `state_h`
-            `[batch, 2, n_layers, projection_dim]` and `state_c` `[batch, 2, n_layers, units]`
+            `[batch, 2, n_layers, projection_dim]` and `state_c` `[batch, 2, n_layers, lstm_units]`
             (axis 1: 0 forward, 1 backward). Defaults to zeros.
         training: bool. Whether dropout is active.
         backward_inputs: optional tensor shaped like `inputs` for the backward stack (in
@@ -190,7 +58,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         `(outputs, state_h, state_c)`.
 
     Example:
-    >>> layer = ProjectedBiLSTM(units=32, projection_dim=8, n_layers=2)
+    >>> layer = ProjectedBiLSTM(lstm_units=32, projection_dim=8, n_layers=2)
     >>> x = np.random.rand(3, 6, 8).astype("float32")
     >>> mask = np.array([[1] * 6, [1] * 4 + [0] * 2, [1] * 1 + [0] * 5], bool)
     >>> layer(x, mask=mask).shape
@@ -202,8 +70,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
 
     def __init__(
         self,
-        units,
-        projection_dim,
+        lstm_units=None,
+        projection_dim=None,
         n_layers=2,
         cell_clip=3.0,
         proj_clip=3.0,
@@ -213,17 +81,18 @@ class ProjectedBiLSTM(keras.layers.Layer):
         return_state=False,
         **kwargs,
     ):
+        lstm_units = renamed_argument(
+            kwargs, "units", "lstm_units", lstm_units, None, "ProjectedBiLSTM"
+        )
         super().__init__(**kwargs)
-        self.units = _positive_int("units", units)
-        self.projection_dim = _positive_int("projection_dim", projection_dim)
-        self.n_layers = _positive_int("n_layers", n_layers)
+        self.lstm_units = check_int("lstm_units", lstm_units)
+        self.projection_dim = check_int("projection_dim", projection_dim)
+        self.n_layers = check_int("n_layers", n_layers)
         self.cell_clip = _optional_clip("cell_clip", cell_clip)
         self.proj_clip = _optional_clip("proj_clip", proj_clip)
         self.use_skip_connections = bool(use_skip_connections)
-        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be a float in [0, 1). Received: dropout={dropout!r}")
-        self.dropout = float(dropout)
-        self.cell_forget_bias = float(cell_forget_bias)
+        self.dropout = check_number("dropout", dropout, 0.0, 1.0, include_maximum=False)
+        self.cell_forget_bias = check_number("cell_forget_bias", cell_forget_bias)
         self.return_state = bool(return_state)
         self.supports_masking = True
 
@@ -240,7 +109,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         for direction, cells in directions:
             for layer in range(self.n_layers):
                 cell = ProjectedLSTMCell(
-                    self.units,
+                    self.lstm_units,
                     self.projection_dim,
                     cell_clip=self.cell_clip,
                     proj_clip=self.proj_clip,
@@ -319,7 +188,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
         if initial_state is None:
             state_h = tf.zeros([batch, 2, self.n_layers, self.projection_dim], dtype)
-            state_c = tf.zeros([batch, 2, self.n_layers, self.units], dtype)
+            state_c = tf.zeros([batch, 2, self.n_layers, self.lstm_units], dtype)
         else:
             if len(initial_state) != 2:
                 raise ValueError(
@@ -330,12 +199,24 @@ class ProjectedBiLSTM(keras.layers.Layer):
             state_c = tf.cast(initial_state[1], dtype)
         backward_inputs = inputs if backward_inputs is None else tf.cast(backward_inputs, dtype)
         forward, fw_h, fw_c = self._run_direction(
-            inputs, mask, lengths, self.forward_cells,
-            state_h[:, 0], state_c[:, 0], False, training,
+            inputs,
+            mask,
+            lengths,
+            self.forward_cells,
+            state_h[:, 0],
+            state_c[:, 0],
+            False,
+            training,
         )
         backward, bw_h, bw_c = self._run_direction(
-            backward_inputs, mask, lengths, self.backward_cells,
-            state_h[:, 1], state_c[:, 1], True, training,
+            backward_inputs,
+            mask,
+            lengths,
+            self.backward_cells,
+            state_h[:, 1],
+            state_c[:, 1],
+            True,
+            training,
         )
         outputs = tf.stack(
             [tf.concat([fw, bw], axis=-1) for fw, bw in zip(forward, backward, strict=True)], axis=1
@@ -357,14 +238,14 @@ class ProjectedBiLSTM(keras.layers.Layer):
         return (
             outputs,
             (batch, 2, self.n_layers, self.projection_dim),
-            (batch, 2, self.n_layers, self.units),
+            (batch, 2, self.n_layers, self.lstm_units),
         )
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "units": self.units,
+                "lstm_units": self.lstm_units,
                 "projection_dim": self.projection_dim,
                 "n_layers": self.n_layers,
                 "cell_clip": self.cell_clip,
@@ -376,3 +257,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
             }
         )
         return config
+
+    units = renamed_attribute("units", "lstm_units")
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**_from_0_1_0_config(config))

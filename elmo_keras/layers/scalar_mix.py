@@ -1,7 +1,12 @@
 import keras
 import tensorflow as tf
 
-from elmo_keras.layers.char_cnn import _positive_int
+from elmo_keras.validation import (
+    check_int,
+    check_number,
+    renamed_argument,
+    renamed_attribute,
+)
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -14,18 +19,19 @@ class ScalarMix(keras.layers.Layer):
     the output is `gamma * top_layer` and `w` is unused.
 
     Args:
-        num_layers: int. Number of layers mixed (ELMo: `n_layers + 1`).
+        n_layers: int. Number of layers mixed (ELMo: the biLM's `n_layers + 1`). Called
+            `num_layers` before 0.2 (still accepted, with a `DeprecationWarning`).
         do_layer_norm: bool. Masked layer normalisation of each layer. Defaults to `False`.
         l2_coef: float. L2 penalty `l2_coef * sum(w ** 2)` added to the layer's losses, as
             bilm-tf's `l2_coef`. Defaults to `0.0` (none).
         use_top_only: bool. Use only the top layer. Defaults to `False`.
-        initial_scalar_weights: list of `num_layers` floats, or None for zeros.
+        initial_scalar_weights: list of `n_layers` floats, or None for zeros.
         initial_gamma: float. Defaults to `1.0`.
         layer_norm_epsilon: float. Defaults to `1e-12` (bilm-tf; AllenNLP uses `1e-13`).
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
-        inputs: float tensor `[batch, num_layers, tokens, dim]`, or a list of `num_layers`
+        inputs: float tensor `[batch, n_layers, tokens, dim]`, or a list of `n_layers`
             tensors `[batch, tokens, dim]`.
         mask: optional bool tensor `[batch, tokens]`; only used by the layer norm, and passed on.
 
@@ -44,7 +50,7 @@ class ScalarMix(keras.layers.Layer):
 
     def __init__(
         self,
-        num_layers,
+        n_layers=None,
         do_layer_norm=False,
         l2_coef=0.0,
         use_top_only=False,
@@ -53,18 +59,17 @@ class ScalarMix(keras.layers.Layer):
         layer_norm_epsilon=1e-12,
         **kwargs,
     ):
+        n_layers = renamed_argument(kwargs, "num_layers", "n_layers", n_layers, None, "ScalarMix")
         super().__init__(**kwargs)
-        self.num_layers = _positive_int("num_layers", num_layers)
+        self.n_layers = check_int("n_layers", n_layers)
         self.do_layer_norm = bool(do_layer_norm)
-        if not isinstance(l2_coef, (int, float)) or l2_coef < 0:
-            raise ValueError(f"`l2_coef` must be a number >= 0. Received: l2_coef={l2_coef!r}")
-        self.l2_coef = float(l2_coef)
+        self.l2_coef = check_number("l2_coef", l2_coef, minimum=0.0)
         self.use_top_only = bool(use_top_only)
         if initial_scalar_weights is not None:
             initial_scalar_weights = [float(w) for w in initial_scalar_weights]
-            if len(initial_scalar_weights) != self.num_layers:
+            if len(initial_scalar_weights) != self.n_layers:
                 raise ValueError(
-                    f"`initial_scalar_weights` must have `num_layers` ({self.num_layers}) "
+                    f"`initial_scalar_weights` must have `n_layers` ({self.n_layers}) "
                     f"values. Received: initial_scalar_weights={initial_scalar_weights}"
                 )
         self.initial_scalar_weights = initial_scalar_weights
@@ -73,10 +78,10 @@ class ScalarMix(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, inputs_shape=None):
-        initial = self.initial_scalar_weights or [0.0] * self.num_layers
+        initial = self.initial_scalar_weights or [0.0] * self.n_layers
         self.scalar_weights = self.add_weight(
             name="scalar_weights",
-            shape=(self.num_layers,),
+            shape=(self.n_layers,),
             initializer=keras.initializers.Constant(initial),
             regularizer=keras.regularizers.L2(self.l2_coef) if self.l2_coef else None,
         )
@@ -87,18 +92,18 @@ class ScalarMix(keras.layers.Layer):
 
     def _stack(self, inputs):
         if isinstance(inputs, (list, tuple)):
-            if len(inputs) != self.num_layers:
+            if len(inputs) != self.n_layers:
                 raise ValueError(
-                    f"`ScalarMix` expects {self.num_layers} layers. Received: {len(inputs)}"
+                    f"`ScalarMix` expects {self.n_layers} layers. Received: {len(inputs)}"
                 )
             return [tf.convert_to_tensor(x) for x in inputs]
         inputs = tf.convert_to_tensor(inputs)
-        if inputs.shape.rank != 4 or inputs.shape[1] not in (None, self.num_layers):
+        if inputs.shape.rank != 4 or inputs.shape[1] not in (None, self.n_layers):
             raise ValueError(
-                f"`ScalarMix` expects inputs [batch, {self.num_layers}, tokens, dim]. "
+                f"`ScalarMix` expects inputs [batch, {self.n_layers}, tokens, dim]. "
                 f"Received: shape={tuple(inputs.shape)}"
             )
-        return tf.unstack(inputs, num=self.num_layers, axis=1)
+        return tf.unstack(inputs, num=self.n_layers, axis=1)
 
     def _layer_norm(self, x, float_mask):
         # One mean and variance over every real element of the batch (bilm-tf, AllenNLP).
@@ -138,7 +143,7 @@ class ScalarMix(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "num_layers": self.num_layers,
+                "n_layers": self.n_layers,
                 "do_layer_norm": self.do_layer_norm,
                 "l2_coef": self.l2_coef,
                 "use_top_only": self.use_top_only,
@@ -148,3 +153,12 @@ class ScalarMix(keras.layers.Layer):
             }
         )
         return config
+
+    num_layers = renamed_attribute("num_layers", "n_layers")
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "num_layers" in config:  # saved by 0.1.0
+            config["n_layers"] = config.pop("num_layers")
+        return cls(**config)

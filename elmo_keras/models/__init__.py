@@ -1,5 +1,11 @@
-"""ELMo models: `BiLM` (character ids -> layer activations). Imports TensorFlow and Keras."""
+"""ELMo models: `BiLM` (character ids -> layer activations), `ElmoEmbedding` (a biLM and its
+mixes, as one layer of a task model) and `BiLMEmbedder` (many sentences, batched by length).
 
-from elmo_keras.models.bilm import BiLM
+Imports TensorFlow and Keras.
+"""
 
-__all__ = ["BiLM"]
+from elmo_keras.models.bilm import BiLM, load_bilm
+from elmo_keras.models.bilm_embedder import BiLMEmbedder
+from elmo_keras.models.elmo_embedding import ElmoEmbedding
+
+__all__ = ["BiLM", "BiLMEmbedder", "ElmoEmbedding", "load_bilm"]

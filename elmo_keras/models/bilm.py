@@ -1,13 +1,21 @@
 import keras
 import tensorflow as tf
 
-from elmo_keras.layers.char_cnn import DEFAULT_FILTERS, CharCNN, normalize_filters
+from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM
-from elmo_keras.text.char_ids import bos_char_ids, eos_char_ids
-
-# bilm-tf's options use 261 characters while training and 262 (a padding row prepended) when the
-# trained model is used; the weight file always holds the 261 trained rows.
-INFERENCE_N_CHARACTERS = 262
+from elmo_keras.options import (
+    DEFAULT_FILTERS,
+    bilm_kwargs_to_options,
+    options_to_bilm_kwargs,
+    read_options,
+)
+from elmo_keras.text.char_ids import (
+    MAX_CHARACTERS_PER_TOKEN,
+    N_CHARACTERS,
+    bos_char_ids,
+    eos_char_ids,
+)
+from elmo_keras.weights import load_weights
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -69,8 +77,8 @@ class BiLM(keras.Model):
         char_embedding_dim=16,
         filters=DEFAULT_FILTERS,
         n_highway=2,
-        n_characters=INFERENCE_N_CHARACTERS,
-        max_characters_per_token=50,
+        n_characters=N_CHARACTERS,
+        max_characters_per_token=MAX_CHARACTERS_PER_TOKEN,
         activation="relu",
         dropout=0.0,
         **kwargs,
@@ -103,7 +111,7 @@ class BiLM(keras.Model):
             name="char_cnn",
         )
         self.bilstm = ProjectedBiLSTM(
-            units=lstm_units,
+            lstm_units=lstm_units,
             projection_dim=projection_dim,
             n_layers=n_layers,
             cell_clip=cell_clip,
@@ -203,27 +211,32 @@ class BiLM(keras.Model):
     @classmethod
     def from_options(cls, options, **kwargs):
         """Builds the architecture described by a bilm-tf `options.json` dict (no weights)."""
-        from elmo_keras.weights import options_to_bilm_kwargs
-
         return cls(**options_to_bilm_kwargs(options), **kwargs)
 
     def to_options(self):
         """This model's architecture as a bilm-tf options dict (inference convention)."""
-        return {
-            "lstm": {
-                "dim": self.lstm_units,
-                "projection_dim": self.projection_dim,
-                "n_layers": self.n_layers,
-                "cell_clip": self.cell_clip,
-                "proj_clip": self.proj_clip,
-                "use_skip_connections": self.use_skip_connections,
-            },
-            "char_cnn": {
-                "embedding": {"dim": self.char_embedding_dim},
-                "filters": [list(f) for f in self.filters],
-                "n_highway": self.n_highway,
-                "n_characters": self.n_characters,
-                "max_characters_per_token": self.max_characters_per_token,
-                "activation": self.activation,
-            },
-        }
+        config = self.get_config()
+        return bilm_kwargs_to_options(config)
+
+    @classmethod
+    def from_bilm_tf(cls, options_path, weights_path, check_finite=True, **kwargs):
+        """Builds a `BiLM` from bilm-tf's `options.json` and loads its hdf5 weights.
+
+        Args:
+            options_path: str or path-like. The options file (262 characters).
+            weights_path: str or path-like. The hdf5 weight file (bilm-tf layout).
+            check_finite: bool. Refuse NaN or infinite weights (see
+                `elmo_keras.weights.load_weights`). Defaults to `True`.
+            **kwargs: other keyword arguments of `BiLM` (e.g. `name`, `dtype`).
+
+        Example:
+        >>> bilm = BiLM.from_bilm_tf("options.json", "weights.hdf5")  # doctest: +SKIP
+        """
+        bilm = cls.from_options(read_options(options_path), **kwargs)
+        bilm.build()
+        return load_weights(bilm, weights_path, check_finite=check_finite)
+
+
+def load_bilm(options_path, weights_path, check_finite=True, **kwargs):
+    """Builds a `BiLM` from bilm-tf's `options.json` and hdf5 weights: `BiLM.from_bilm_tf`."""
+    return BiLM.from_bilm_tf(options_path, weights_path, check_finite=check_finite, **kwargs)

@@ -1,7 +1,9 @@
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.batching import as_sentences, length_batches
 from elmo_keras.text.char_ids import batch_to_char_ids
+from elmo_keras.validation import check_int
 
 
 class BiLMEmbedder:
@@ -25,12 +27,8 @@ class BiLMEmbedder:
     """
 
     def __init__(self, bilm, batch_size=64, jit_compile=False):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(
-                f"`batch_size` must be a positive integer. Received: batch_size={batch_size!r}"
-            )
         self.bilm = bilm
-        self.batch_size = batch_size
+        self.batch_size = check_int("batch_size", batch_size)
         self.jit_compile = jit_compile
         width = bilm.max_characters_per_token
         self._run = tf.function(
@@ -47,28 +45,30 @@ class BiLMEmbedder:
     def output_dim(self):
         return 2 * self.bilm.projection_dim
 
-    def batches(self, sentences):
-        """Yields lists of indices into `sentences`, grouped by similar length."""
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        for start in range(0, len(order), self.batch_size):
-            yield order[start : start + self.batch_size]
-
     def embed(self, sentences, progress=None):
         """Returns one float32 array `(n_layers + 1, n_tokens, 2 * projection_dim)` a sentence.
 
-        `progress`, if given, is called with the number of sentences done after each batch.
+        Args:
+            sentences: an iterable (list, generator, ...) of sentences, each a sequence of
+                string tokens. A string where a sequence of tokens belongs is an error.
+            progress: callable or `None`. Called with the number of sentences done after each
+                batch.
+
+        Returns:
+            A list of arrays, in input order.
         """
+        sentences = as_sentences(sentences)
         results = [None] * len(sentences)
         empty = np.zeros((self.n_layers + 1, 0, self.output_dim), np.float32)
         done = 0
-        for indices in self.batches(sentences):
-            batch = [list(sentences[i]) for i in indices]
-            if max(len(s) for s in batch) == 0:
+        for indices in length_batches(sentences, self.batch_size):
+            if not sentences[indices[0]]:  # the group of empty sentences needs no model call
                 for i in indices:
                     results[i] = empty.copy()
             else:
                 ids = batch_to_char_ids(
-                    batch, max_characters_per_token=self.bilm.max_characters_per_token
+                    [sentences[i] for i in indices],
+                    max_characters_per_token=self.bilm.max_characters_per_token,
                 )
                 activations = self._run(tf.constant(ids)).numpy()
                 for row, i in enumerate(indices):

@@ -10,13 +10,9 @@ import json
 
 import numpy as np
 
+from elmo_keras.batching import as_sentences, length_batches
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, batch_to_char_ids
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-    return int(value)
+from elmo_keras.validation import check_int
 
 
 class OnnxEmbedder:
@@ -47,7 +43,7 @@ class OnnxEmbedder:
     def __init__(self, model_path, batch_size=64, providers=None, session_options=None):
         import onnxruntime  # noqa: PLC0415 (a heavy import, done once the client is built)
 
-        self.batch_size = _positive_int("batch_size", batch_size)
+        self.batch_size = check_int("batch_size", batch_size)
         self.model_path = str(model_path)
         self._session = onnxruntime.InferenceSession(
             self.model_path,
@@ -174,41 +170,30 @@ class OnnxEmbedder:
             repeated twice, layer k the concatenated forward and backward outputs of biLSTM
             layer k. An empty sentence gives shape `(n_layers + 1, 0, 2 * projection_dim)`.
         """
-        if isinstance(sentences, str | bytes):
-            raise ValueError(
-                "`sentences` must be a list of sentences, each a list of tokens. "
-                f"Received: sentences={sentences!r}"
-            )
-        sentences = list(sentences)
+        sentences = as_sentences(sentences)
         depth, width = self._n_layers + 1, 2 * self._projection_dim
         results = [None] * len(sentences)
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        # Empty sentences need no model call; their positions lead `order`.
-        n_empty = 0
-        for index in order:
-            if len(sentences[index]):
-                break
-            results[index] = np.zeros((depth, 0, width), np.float32)
-            n_empty += 1
-        order = order[n_empty:]
-        if progress is not None and n_empty:
-            progress(n_empty)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            batch = [sentences[i] for i in rows]
-            char_ids = batch_to_char_ids(batch, max_characters_per_token=self._max_characters)
-            outputs = self.run(char_ids, output_names=self._layer_outputs)
-            word_emb = outputs["word_emb"]
-            for row, index in enumerate(rows):
-                n = len(sentences[index])
-                layers = np.empty((depth, n, width), np.float32)
-                layers[0, :, : self._projection_dim] = word_emb[row, :n]
-                layers[0, :, self._projection_dim :] = word_emb[row, :n]
-                for k in range(1, depth):
-                    layers[k] = outputs[f"lstm_outputs{k}"][row, :n]
-                results[index] = layers
+        done = 0
+        for rows in length_batches(sentences, self.batch_size):
+            if not sentences[rows[0]]:  # the group of empty sentences needs no model call
+                for index in rows:
+                    results[index] = np.zeros((depth, 0, width), np.float32)
+            else:
+                batch = [sentences[i] for i in rows]
+                char_ids = batch_to_char_ids(batch, max_characters_per_token=self._max_characters)
+                outputs = self.run(char_ids, output_names=self._layer_outputs)
+                word_emb = outputs["word_emb"]
+                for row, index in enumerate(rows):
+                    n = len(sentences[index])
+                    layers = np.empty((depth, n, width), np.float32)
+                    layers[0, :, : self._projection_dim] = word_emb[row, :n]
+                    layers[0, :, self._projection_dim :] = word_emb[row, :n]
+                    for k in range(1, depth):
+                        layers[k] = outputs[f"lstm_outputs{k}"][row, :n]
+                    results[index] = layers
+            done += len(rows)
             if progress is not None:
-                progress(n_empty + start + len(rows))
+                progress(done)
         return results
 
     def embed_text(self, texts, mode="punctuation"):

@@ -17,6 +17,8 @@ import functools
 
 import numpy as np
 
+from elmo_keras.validation import check_int
+
 # Inference convention: the training ids (bytes 0..255, then BOS 256, EOS 257, BOW 258, EOW 259,
 # PAD 260) shifted by +1, so that 0 can mean "padding token".
 BOS_CHAR_ID = 257
@@ -40,16 +42,7 @@ _BOUNDARY_TOKENS = {
 
 
 def _check_max_characters(max_characters_per_token):
-    if (
-        isinstance(max_characters_per_token, bool)
-        or not isinstance(max_characters_per_token, int | np.integer)
-        or max_characters_per_token < 3
-    ):
-        raise ValueError(
-            "`max_characters_per_token` must be an integer >= 3. "
-            f"Received: max_characters_per_token={max_characters_per_token!r}"
-        )
-    return int(max_characters_per_token)
+    return check_int("max_characters_per_token", max_characters_per_token, 3)
 
 
 def _check_token(token):

@@ -11,23 +11,13 @@ import os
 
 import numpy as np
 
-BOS_TOKEN = "<S>"
-EOS_TOKEN = "</S>"
+from elmo_keras.text.char_ids import BOS_TOKEN, EOS_TOKEN
+from elmo_keras.validation import check_int
+
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 # A marker that the 1B Word Benchmark's vocabulary files carry; bilm-tf skips it when reading.
 _SKIPPED_LINES = frozenset({"!!!MAXTERMID"})
-
-
-def _check_int(name, value, minimum, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(
-            f"`{name}` must be an integer >= {minimum}{' or None' if allow_none else ''}. "
-            f"Received: {name}={value!r}"
-        )
-    return int(value)
 
 
 class Vocabulary:
@@ -95,8 +85,8 @@ class Vocabulary:
         Returns:
             A `Vocabulary`.
         """
-        min_count = _check_int("min_count", min_count, 1)
-        max_size = _check_int("max_size", max_size, len(SPECIAL_TOKENS), allow_none=True)
+        min_count = check_int("min_count", min_count, 1)
+        max_size = check_int("max_size", max_size, len(SPECIAL_TOKENS), allow_none=True)
         counts = collections.Counter()
         for item in data:
             if isinstance(item, str):

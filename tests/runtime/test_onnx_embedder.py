@@ -76,12 +76,12 @@ def test_run_returns_every_output(onnx_model):
 
 
 def test_argument_errors(onnx_model):
-    with pytest.raises(ValueError, match="`batch_size` must be a positive integer"):
+    with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1"):
         OnnxEmbedder(onnx_model, batch_size=0)
     embedder = OnnxEmbedder(onnx_model)
-    with pytest.raises(ValueError, match="`sentences` must be a list of sentences"):
+    with pytest.raises(ValueError, match="`sentences` must be an iterable of sentences"):
         embedder.embed("not a list")
-    with pytest.raises(ValueError, match="must be a list of tokens"):
+    with pytest.raises(ValueError, match=r"`sentences\[0\]` must be a sequence of tokens"):
         embedder.embed(["not tokenized"])
 
 

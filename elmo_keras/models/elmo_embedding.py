@@ -1,8 +1,12 @@
 import keras
 import tensorflow as tf
 
-from elmo_keras.layers.char_cnn import _positive_int
 from elmo_keras.layers.scalar_mix import ScalarMix
+from elmo_keras.models.bilm import BiLM, load_bilm
+from elmo_keras.text import tf_char_ids
+from elmo_keras.text.pretokenize import TOKENIZATION_MODES
+from elmo_keras.text.tokenizer import tokenize
+from elmo_keras.validation import check_choice, check_int, check_number
 
 INPUT_TYPES = ("char_ids", "tokens", "sentences")
 POOLING_MODES = (None, "mean")
@@ -17,6 +21,32 @@ def masked_mean(vectors, mask):
     total = tf.reduce_sum(vectors * float_mask, axis=1)
     count = tf.maximum(tf.reduce_sum(float_mask, axis=1), tf.cast(1.0, vectors.dtype))
     return total / count
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class _SentenceMask(keras.layers.Layer):
+    """Untokenized sentences `[batch]` -> bool `[batch, tokens]`, true at each real token.
+
+    `ElmoEmbedding(input_type="sentences")` calls it on symbolic inputs, so that a Functional
+    model carries the mask as a node of its graph (the token count is known only after
+    tokenization).
+    """
+
+    def __init__(self, tokenization_mode="punctuation", **kwargs):
+        super().__init__(**kwargs)
+        self.tokenization_mode = tokenization_mode
+
+    def call(self, sentences):
+        lengths = tokenize(sentences, mode=self.tokenization_mode).row_lengths()
+        return tf.sequence_mask(lengths)
+
+    def compute_output_spec(self, sentences):
+        return keras.KerasTensor((sentences.shape[0], None), dtype="bool")
+
+    def get_config(self):
+        config = super().get_config()
+        config["tokenization_mode"] = self.tokenization_mode
+        return config
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -80,8 +110,9 @@ class ElmoEmbedding(keras.layers.Layer):
     ...     lstm_units=32, projection_dim=8, filters=[(1, 4), (2, 8)], n_highway=1
     ... )
     >>> elmo = ElmoEmbedding(bilm, input_type="tokens", dropout=0.0)
-    >>> x = elmo(tf.constant([["The", "bank", "."], ["Hi", "", ""]]))
-    >>> x.shape, x._keras_mask.numpy().tolist()
+    >>> tokens = tf.constant([["The", "bank", "."], ["Hi", "", ""]])
+    >>> x = elmo(tokens)
+    >>> x.shape, elmo.compute_mask(tokens).numpy().tolist()
     (TensorShape([2, 3, 16]), [[True, True, True], [True, False, False]])
 
     Reference:
@@ -102,9 +133,6 @@ class ElmoEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        # Imported here (models import layers); this also registers `BiLM` for deserialization.
-        from elmo_keras.models.bilm import BiLM  # noqa: PLC0415
-
         if isinstance(bilm, dict):
             bilm = keras.saving.deserialize_keras_object(bilm)
 
@@ -113,33 +141,23 @@ class ElmoEmbedding(keras.layers.Layer):
                 "`bilm` must be an `elmo_keras.models.BiLM` or its serialized config. "
                 f"Received: bilm={type(bilm).__name__}"
             )
-        self.num_output_representations = _positive_int(
+        self.num_output_representations = check_int(
             "num_output_representations", num_output_representations
         )
-        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be a number in [0, 1). Received: dropout={dropout!r}")
-        if input_type not in INPUT_TYPES:
-            raise ValueError(
-                f"`input_type` must be one of {INPUT_TYPES}. Received: input_type={input_type!r}"
-            )
-        if pooling not in POOLING_MODES:
-            raise ValueError(
-                f"`pooling` must be one of {POOLING_MODES}. Received: pooling={pooling!r}"
-            )
-        if not isinstance(l2_coef, (int, float)) or l2_coef < 0:
-            raise ValueError(f"`l2_coef` must be a number >= 0. Received: l2_coef={l2_coef!r}")
-        from elmo_keras.text.pretokenize import check_mode  # noqa: PLC0415
-
-        check_mode(tokenization_mode)
         self.bilm = bilm
-        self.dropout = float(dropout)
+        self.dropout = check_number("dropout", dropout, 0.0, 1.0, include_maximum=False)
         self.do_layer_norm = bool(do_layer_norm)
         self.trainable_bilm = bool(trainable_bilm)
-        self.input_type = input_type
-        self.l2_coef = float(l2_coef)
-        self.pooling = pooling
-        self.tokenization_mode = tokenization_mode
+        self.input_type = check_choice("input_type", input_type, INPUT_TYPES)
+        self.l2_coef = check_number("l2_coef", l2_coef, minimum=0.0)
+        self.pooling = check_choice("pooling", pooling, POOLING_MODES)
+        self.tokenization_mode = check_choice(
+            "tokenization_mode", tokenization_mode, TOKENIZATION_MODES
+        )
         self._freeze_or_unfreeze_bilm()
+        self.sentence_mask = None
+        if self.input_type == "sentences":
+            self.sentence_mask = _SentenceMask(self.tokenization_mode, name="sentence_mask")
         self.scalar_mixes = []
         self.dropout_layers = []
         for k in range(self.num_output_representations):
@@ -157,11 +175,11 @@ class ElmoEmbedding(keras.layers.Layer):
             )
 
     def _freeze_or_unfreeze_bilm(self):
-        # Every sublayer and variable explicitly: a biLM deserialized with `trainable=False`
-        # does not pass a later `trainable` assignment on to its sublayers.
+        # The biLM, its two sublayers and every variable, explicitly: a biLM deserialized with
+        # `trainable=False` made its sublayers after that flag was set.
         self.bilm.trainable = self.trainable_bilm
-        for layer in self.bilm._flatten_layers(include_self=False):
-            layer.trainable = self.trainable_bilm
+        for sublayer in (self.bilm.char_cnn, self.bilm.bilstm):
+            sublayer.trainable = self.trainable_bilm
         for variable in self.bilm.weights:
             variable.trainable = self.trainable_bilm
 
@@ -193,8 +211,6 @@ class ElmoEmbedding(keras.layers.Layer):
                     f"[batch, tokens, {width}]. Received: shape={tuple(char_ids.shape)}"
                 )
             return char_ids
-        from elmo_keras.text import tf_char_ids  # noqa: PLC0415 (TensorFlow twin, on demand)
-
         tokens = tf.convert_to_tensor(inputs)
         if tokens.dtype != tf.string:
             raise ValueError(
@@ -214,8 +230,6 @@ class ElmoEmbedding(keras.layers.Layer):
                 "`ElmoEmbedding(input_type='sentences')` expects a string tensor [batch] of "
                 f"untokenized sentences. Received: shape={tuple(tokens.shape)}"
             )
-        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
-
         ragged = tokenize(tokens, mode=self.tokenization_mode)
         return tf_char_ids.tokens_to_char_ids(ragged, width)
 
@@ -237,31 +251,21 @@ class ElmoEmbedding(keras.layers.Layer):
         if self.pooling is not None:
             return None
         if isinstance(inputs, keras.KerasTensor):
-            # Symbolic (Functional) mask: built from Keras ops so that it is part of the graph.
+            # Symbolic (Functional) construction: the mask's spec. Keras recomputes the mask
+            # from the real inputs on every call, through this method's eager branch.
             if self.input_type == "char_ids":
                 mask = keras.ops.greater(inputs[:, :, 0], 0)
             elif self.input_type == "tokens":
                 mask = keras.ops.not_equal(inputs, "")
             else:
-                return None  # derived from the outputs in `__call__`
+                mask = self.sentence_mask(inputs)
+        elif self.input_type == "sentences":
+            mask = self.sentence_mask(inputs)
         else:
             mask = self.to_char_ids(inputs)[:, :, 0] > 0
         if self.num_output_representations == 1:
             return mask
         return [mask] * self.num_output_representations
-
-    def __call__(self, inputs, *args, **kwargs):
-        outputs = super().__call__(inputs, *args, **kwargs)
-        if (
-            self.pooling is None
-            and self.input_type == "sentences"
-            and isinstance(inputs, keras.KerasTensor)
-        ):
-            # The number of tokens of a sentence is only known after tokenization, so the
-            # symbolic mask is read from the outputs, which are exactly zero at padding.
-            for output in outputs if isinstance(outputs, list) else [outputs]:
-                output._keras_mask = keras.ops.any(keras.ops.not_equal(output, 0.0), axis=-1)
-        return outputs
 
     def compute_output_shape(self, input_shape):
         batch = input_shape[0]
@@ -314,6 +318,4 @@ class ElmoEmbedding(keras.layers.Layer):
         >>> elmo = ElmoEmbedding.from_bilm_tf("options.json", "lm_weights.hdf5",
         ...                                   input_type="sentences")  # doctest: +SKIP
         """
-        from elmo_keras.weights import load_bilm  # noqa: PLC0415
-
         return cls(load_bilm(options_path, weights_path), **kwargs)

@@ -1,0 +1,206 @@
+"""The package's shape, checked from the source: import floors, no import cycle, module sizes.
+
+Every `import` and `from ... import` of the package's own modules is read with `ast`, including
+imports inside functions (a lazy import is still a dependency), and a module depends on the
+packages above it too (importing `elmo_keras.layers.char_cnn` runs `elmo_keras/layers/
+__init__.py`). The floors, lowest first (docs/architecture.md):
+
+0. `elmo_keras` itself, `validation`, `files`, `batching`, `options`, `text`, `runtime`
+1. `layers`, `weights` (works on a built biLM without importing its class)
+2. `models`
+3. `training`, `export`
+4. `cli`
+
+A module may import from its own floor or lower ones, never from a higher one. Two names are
+served to older code from a higher floor, lazily, by a module `__getattr__` (not an import
+statement): `elmo_keras.layers.ElmoEmbedding` and `elmo_keras.weights.load_bilm`;
+`test_names_kept_for_older_code_resolve` checks them.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FLOORS = {
+    "elmo_keras": 0,
+    "elmo_keras.validation": 0,
+    "elmo_keras.files": 0,
+    "elmo_keras.batching": 0,
+    "elmo_keras.options": 0,
+    "elmo_keras.text": 0,
+    "elmo_keras.runtime": 0,
+    "elmo_keras.layers": 1,
+    "elmo_keras.weights": 1,
+    "elmo_keras.models": 2,
+    "elmo_keras.training": 3,
+    "elmo_keras.export": 3,
+    "elmo_keras.cli": 4,
+}
+# Floor-0 modules that the ONNX Runtime client may load: no TensorFlow, no Keras.
+TF_FREE = [
+    "elmo_keras",
+    "elmo_keras.validation",
+    "elmo_keras.files",
+    "elmo_keras.batching",
+    "elmo_keras.options",
+    "elmo_keras.text.char_ids",
+    "elmo_keras.text.pretokenize",
+    "elmo_keras.text.vocabulary",
+    "elmo_keras.runtime",
+    "elmo_keras.runtime.onnx_embedder",
+]
+MAX_LINES = 400
+GENERATED = {"elmo_keras/text/_unicode_tables.py"}
+
+
+def _modules():
+    """{module name: path} for the package, with the top-level export/ as elmo_keras.export."""
+    modules = {}
+    for top, package in (("elmo_keras", "elmo_keras"), ("export", "elmo_keras.export")):
+        for path in (ROOT / top).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / top).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join([package, *parts])] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _imports(name, path):
+    """The package's own modules that `name` imports, anywhere in its source."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            # `from pkg import sub` imports the submodule `pkg.sub` when there is one.
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names
+            ]
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            # Importing a.b.c runs a/__init__ and a/b/__init__ first.
+            while target:
+                if target != name and target in MODULES:
+                    found.add(target)
+                target = target.rpartition(".")[0]
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _floor(name):
+    while name not in FLOORS:
+        name = name.rpartition(".")[0]
+    return FLOORS[name]
+
+
+def test_the_package_is_found():
+    assert {
+        "elmo_keras.layers.char_cnn",
+        "elmo_keras.models.bilm",
+        "elmo_keras.export.onnx",
+        "elmo_keras.cli.embed",
+        "elmo_keras.options",
+    } <= set(MODULES)
+
+
+def test_no_module_imports_from_a_higher_floor():
+    violations = sorted(
+        f"{name} (floor {_floor(name)}) imports {target} (floor {_floor(target)})"
+        for name, targets in GRAPH.items()
+        for target in targets
+        if _floor(target) > _floor(name) and not _is_package_parent(name, target)
+    )
+    assert not violations, "\n".join(violations)
+
+
+def _is_package_parent(name, target):
+    # `elmo_keras.text.x` importing `elmo_keras` (the root package) is not an upward import.
+    return target == "elmo_keras"
+
+
+def test_there_is_no_import_cycle():
+    # Depth-first search for a back edge; report the cycle it closes.
+    state, stack, cycles = {}, [], []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == "open":
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(GRAPH):
+        if node not in state:
+            visit(node)
+    # A package's __init__ importing its own submodules is how packages work, not a cycle.
+    real = [
+        c
+        for c in cycles
+        if not all(
+            b.startswith(a + ".") or a.startswith(b + ".") for a, b in zip(c, c[1:], strict=False)
+        )
+    ]
+    assert not real, "\n".join(" -> ".join(c) for c in real)
+
+
+@pytest.mark.parametrize("name", TF_FREE)
+def test_floor_zero_modules_the_onnx_client_uses_never_import_tensorflow(name):
+    seen, todo = set(), [name]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            for imported in names:
+                assert imported.split(".")[0] not in {"tensorflow", "keras", "tf_keras"}, (
+                    f"{module} imports {imported}, reached from {name}"
+                )
+        todo.extend(GRAPH[module])
+
+
+def test_no_module_is_longer_than_400_lines():
+    roots = ["elmo_keras", "export", "tests", "benchmarks", "experiments"]
+    long = sorted(
+        f"{path.relative_to(ROOT)}: {n} lines"
+        for root in roots
+        for path in (ROOT / root).rglob("*.py")
+        if str(path.relative_to(ROOT)) not in GENERATED
+        and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    )
+    assert not long, "\n".join(long)
+
+
+def test_names_kept_for_older_code_resolve():
+    import elmo_keras.layers
+    import elmo_keras.weights
+    from elmo_keras.models import ElmoEmbedding, load_bilm
+
+    assert elmo_keras.layers.ElmoEmbedding is ElmoEmbedding
+    assert elmo_keras.weights.load_bilm is load_bilm
+    with pytest.raises(AttributeError):
+        elmo_keras.layers.NoSuchLayer  # noqa: B018

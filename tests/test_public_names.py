@@ -1,0 +1,62 @@
+"""Every public name that the 0.1.0 README used still works (or warns with its replacement).
+
+The list below was taken from the 0.1.0 README (commit 84e1aa6) by hand: its imports, the
+dotted names in its prose, and the constructor arguments of its examples.
+"""
+
+import importlib
+import warnings
+
+import pytest
+
+NAMES_0_1_0 = [
+    ("elmo_keras.layers", "CharCNN"),
+    ("elmo_keras.layers", "Highway"),
+    ("elmo_keras.layers", "ProjectedLSTMCell"),
+    ("elmo_keras.layers", "ProjectedBiLSTM"),
+    ("elmo_keras.layers", "ScalarMix"),
+    ("elmo_keras.layers", "ElmoEmbedding"),
+    ("elmo_keras.models", "BiLM"),
+    ("elmo_keras.models.bilm_embedder", "BiLMEmbedder"),
+    ("elmo_keras.text", "batch_to_char_ids"),
+    ("elmo_keras.text.tokenizer", "tokenize"),
+    ("elmo_keras.text", "tf_char_ids"),
+    ("elmo_keras.weights", "load_bilm"),
+    ("elmo_keras.weights", "load_weights"),
+    ("elmo_keras.weights", "save_weights"),
+    ("elmo_keras.weights", "read_options"),
+    ("elmo_keras.weights", "write_options"),
+    ("elmo_keras.training", "train"),
+    ("elmo_keras.training", "export_checkpoint"),
+    ("elmo_keras.training.pipeline", "quickstart"),
+    ("elmo_keras.training.datasets", "wikitext2"),
+    ("elmo_keras.runtime", "OnnxEmbedder"),
+    ("elmo_keras.export", "export_model"),
+    ("elmo_keras.export", "export_savedmodel"),
+    ("elmo_keras.export", "export_onnx"),
+    ("elmo_keras.export", "quantize_onnx"),
+    ("elmo_keras.export", "atomic_directory"),
+]
+
+
+@pytest.mark.parametrize("module, name", NAMES_0_1_0, ids=[f"{m}.{n}" for m, n in NAMES_0_1_0])
+def test_name_from_0_1_0_still_resolves(module, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a plain import of a kept name does not warn
+        assert getattr(importlib.import_module(module), name) is not None
+
+
+def test_renamed_constructor_arguments_warn_and_build_the_same_layer():
+    from elmo_keras.layers import ProjectedBiLSTM, ProjectedLSTMCell, ScalarMix
+
+    cases = [
+        (ProjectedBiLSTM, {"units": 8, "projection_dim": 4}, {"lstm_units": 8, "projection_dim": 4}),
+        (ProjectedLSTMCell, {"units": 8, "projection_dim": 4}, {"lstm_units": 8, "projection_dim": 4}),
+        (ScalarMix, {"num_layers": 3}, {"n_layers": 3}),
+    ]
+    for cls, old, new in cases:
+        with pytest.warns(DeprecationWarning, match="is deprecated; use"):
+            layer = cls(**old)
+        config, expected = layer.get_config(), cls(**new).get_config()
+        config.pop("name"), expected.pop("name")
+        assert config == expected, cls.__name__
