@@ -87,9 +87,7 @@ class Highway(keras.layers.Layer):
         config.update(
             {
                 "activation": keras.activations.serialize(self.activation),
-                "carry_bias_initializer": keras.initializers.serialize(
-                    self.carry_bias_initializer
-                ),
+                "carry_bias_initializer": keras.initializers.serialize(self.carry_bias_initializer),
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
