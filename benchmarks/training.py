@@ -11,27 +11,26 @@ row's speed over the full-softmax row of the same configuration.
 
     python benchmarks/training.py [--configs tiny small original] [--batch-size 16] [--xla]
         [--json benchmarks/results/training.json]
+    python benchmarks/training.py --configs tiny --steps 2   # smoke run
+
+The table ends with the machine line (CPU, its SIMD flags, TensorFlow, threads, oneDNN).
 """
 
 import argparse
 import gc
-import json
-import os
 import pathlib
 import statistics
-import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+import common
 
-from inference import _maxrss_mb, _reset_peak_rss  # noqa: E402  (VmHWM, clear_refs)
+common.prefer_onednn(log_level="3")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = common.REPO
 STEPS = {"tiny": 20, "cpu": 10, "small": 5, "medium": 3, "original": 3}
 
 
 def _data():
-    wikitext = ROOT.parent / "shared" / "data" / "wikitext-2" / "train.raw.txt"
+    wikitext = common.WIKITEXT_DIR / "train.raw.txt"
     if wikitext.is_file():
         return str(wikitext)
     return str(ROOT / "tests" / "fixtures" / "bilm_tf" / "train" / "data.txt")
@@ -46,65 +45,78 @@ def _vocabulary(size):
     return Vocabulary(list(vocab.tokens) + extra)
 
 
-def bench(name, vocabulary, batch_size, samples, steps, jit_compile=False):
-    import keras
+def _timed_calls(fn, steps):
+    """`steps` calls of `fn`: `(what each returned, the wall time of each)`."""
+    return zip(*(common.timed(fn) for _ in range(steps)), strict=True)
+
+
+def _trainer_step(trainer, vocabulary, config):
+    """One optimizer step on the next real window: returns the step's token count."""
     import tensorflow as tf
 
-    from elmo_keras.training.configs import get_config
     from elmo_keras.training.data import SentenceStream, WindowPacker
-    from elmo_keras.training.trainer import Trainer
 
-    gc.collect()
-    keras.backend.clear_session()  # the previous row's graphs and weights
-    _reset_peak_rss()
-    config = get_config(name)
-    config.update(batch_size=batch_size, n_negative_samples_batch=samples, dropout=0.1)
-    trainer = Trainer(config, vocabulary, seed=0, jit_compile=jit_compile)
-    packer = WindowPacker(SentenceStream(_data(), shuffle=False), vocabulary, batch_size,
-                          config["unroll_steps"], config["char_cnn"]["max_characters_per_token"])
+    packer = WindowPacker(
+        SentenceStream(_data(), shuffle=False),
+        vocabulary,
+        config["batch_size"],
+        config["unroll_steps"],
+        config["char_cnn"]["max_characters_per_token"],
+    )
     batches = iter(packer)
     step_fn = trainer._make_train_step()
-    strategy = trainer.strategy
 
     def run_step():
         batch = {k: tf.constant(v) for k, v in next(batches).items()}
-        return [float(x) for x in step_fn(batch)[:4]]
+        return [float(x) for x in step_fn(batch)[:4]][2]  # waits for every output
 
-    run_step()  # trace
-    times, tokens = [], []
-    for _ in range(steps):
-        started = time.perf_counter()
-        tokens.append(run_step()[2])
-        times.append(time.perf_counter() - started)
-    step_seconds = statistics.median(times)
-    tokens_per_step = statistics.median(tokens)
+    return run_step
 
-    model = trainer.model
-    dim = model.projection_dim
-    hidden = tf.random.normal([batch_size, config["unroll_steps"], dim])
-    targets = tf.random.uniform([batch_size, config["unroll_steps"]], 0, len(vocabulary),
-                                tf.int32)
+
+def _softmax_only(model, config, vocabulary_size, samples, jit_compile):
+    """The softmax's forward and backward alone, both directions, on the step's shapes."""
+    import tensorflow as tf
+
+    shape = [config["batch_size"], config["unroll_steps"]]
+    hidden = tf.random.normal(shape + [model.projection_dim])
+    targets = tf.random.uniform(shape, 0, vocabulary_size, tf.int32)
     mask = tf.ones_like(targets, tf.bool)
-    seed = tf.constant([0, 1], tf.int64)
+    seed = tf.constant([0, 1], tf.int64) if samples else None
 
     @tf.function(jit_compile=jit_compile)
-    def softmax_only(hidden):
+    def softmax(hidden):
         with tf.GradientTape() as tape:
             tape.watch(hidden)
             loss = 0.0
             for _ in range(2):  # both directions
-                loss += tf.reduce_sum(model.token_losses(
-                    hidden, targets, mask, seed if samples else None))
+                loss += tf.reduce_sum(model.token_losses(hidden, targets, mask, seed))
         grads = tape.gradient(loss, [hidden, model.softmax_kernel, model.softmax_bias])
         return [tf.reduce_sum(tf.convert_to_tensor(g)) for g in grads]
 
-    del strategy
-    softmax_only(hidden)
-    softmax_times = []
-    for _ in range(steps):
-        started = time.perf_counter()
-        [float(x) for x in softmax_only(hidden)]
-        softmax_times.append(time.perf_counter() - started)
+    return lambda: [float(x) for x in softmax(hidden)]
+
+
+def bench(name, vocabulary, batch_size, samples, steps, jit_compile=False):
+    """One table row: `steps` timed training steps after one that traces, and the softmax."""
+    import keras
+
+    from elmo_keras.training.configs import get_config
+    from elmo_keras.training.trainer import Trainer
+
+    gc.collect()
+    keras.backend.clear_session()  # the previous row's graphs and weights
+    common.reset_peak_rss()
+    config = get_config(name)
+    config.update(batch_size=batch_size, n_negative_samples_batch=samples, dropout=0.1)
+    trainer = Trainer(config, vocabulary, seed=0, jit_compile=jit_compile)
+    step = _trainer_step(trainer, vocabulary, config)
+    step()  # trace
+    tokens, times = _timed_calls(step, steps)
+    step_seconds, tokens_per_step = statistics.median(times), statistics.median(tokens)
+    softmax = _softmax_only(trainer.model, config, len(vocabulary), samples, jit_compile)
+    softmax()  # trace
+    _, softmax_times = _timed_calls(softmax, steps)
+    softmax_seconds = statistics.median(softmax_times)
     return {
         "config": name,
         "softmax": "sampled" if samples else "full",
@@ -112,12 +124,16 @@ def bench(name, vocabulary, batch_size, samples, steps, jit_compile=False):
         "steps": steps,
         "tokens_per_second": tokens_per_step / step_seconds,
         "step_seconds": step_seconds,
-        "softmax_share": statistics.median(softmax_times) / step_seconds,
-        "peak_rss_mb": _maxrss_mb(),
+        "softmax_share": softmax_seconds / step_seconds,
+        "peak_rss_mb": common.peak_rss_mb(),
     }
 
 
-def main():
+COLUMNS = ["config", "softmax", "XLA", "steps", "s/step", "tokens/s", "vs full"]
+COLUMNS += ["softmax share", "peak MB"]
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", nargs="+", default=["tiny", "small", "original"])
     parser.add_argument("--batch-size", type=int, default=16)
@@ -126,32 +142,37 @@ def main():
     parser.add_argument("--steps", type=int, help="timed steps per row (default: per config)")
     parser.add_argument("--xla", action="store_true", help="also time each row under XLA")
     parser.add_argument("--json", type=pathlib.Path, help="write the rows here")
-    args = parser.parse_args()
-    import tensorflow as tf
-
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.configs if name not in STEPS]
+    if unknown and args.steps is None:  # a config file: its step count is not known here
+        parser.error(f"--steps is needed for --configs other than {', '.join(STEPS)}: {unknown}")
     vocabulary = _vocabulary(args.vocabulary_size)
-    print(f"batch {args.batch_size} x 20 tokens, vocabulary {len(vocabulary)}, sampled softmax "
-          f"{args.samples} candidates; data {_data()}; TF {tf.__version__}, "
-          f"{os.cpu_count()} CPUs; medians")
-    print(f"| config | softmax | XLA | steps | s/step | tokens/s | vs full | softmax share "
-          f"| peak MB |\n|---|---|---|---|---|---|---|---|---|", flush=True)
+    env = common.environment()
+    print(
+        f"batch {args.batch_size} x 20 tokens, vocabulary {len(vocabulary)}, sampled softmax "
+        f"{args.samples} candidates; data {_data()}; medians\n{common.machine_line(env)}"
+    )
+    print(common.table_header(COLUMNS), flush=True)
     rows = []
     for name in args.configs:
         steps = args.steps or STEPS[name]
         for xla in (False, True) if args.xla else (False,):
-            pair = [bench(name, vocabulary, args.batch_size, samples, steps, xla)
-                    for samples in (args.samples, 0)]
+            pair = [
+                bench(name, vocabulary, args.batch_size, samples, steps, xla)
+                for samples in (args.samples, 0)
+            ]
             for row in pair:
                 row["vs_full"] = row["tokens_per_second"] / pair[1]["tokens_per_second"]
                 rows.append(row)
-                print(f"| {name} | {row['softmax']} | {'yes' if xla else 'no'} | {steps} | "
-                      f"{row['step_seconds']:.3f} | {row['tokens_per_second']:.0f} | "
-                      f"{row['vs_full']:.2f}x | {row['softmax_share']:.0%} | "
-                      f"{row['peak_rss_mb']:.0f} |", flush=True)
+                cells = [name, row["softmax"], "yes" if xla else "no", steps]
+                cells += [f"{row['step_seconds']:.3f}", f"{row['tokens_per_second']:.0f}"]
+                cells += [f"{row['vs_full']:.2f}x", f"{row['softmax_share']:.0%}"]
+                cells.append(f"{row['peak_rss_mb']:.0f}")
+                print(common.table_row(cells), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(
-            {"batch_size": args.batch_size, "vocabulary": len(vocabulary),
-             "samples": args.samples, "rows": rows}, indent=2) + "\n")
+        results = {"batch_size": args.batch_size, "vocabulary": len(vocabulary)}
+        results.update(samples=args.samples, environment=env, rows=rows)
+        common.write_json(args.json, results)
 
 
 if __name__ == "__main__":

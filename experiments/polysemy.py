@@ -12,25 +12,25 @@ each LSTM layer, and the even ScalarMix of all layers, and report:
   sentences (`polysemy_pca.png`).
 
 Usage:
-    python benchmarks/polysemy.py --bilm-dir runs/wikitext2
-    python benchmarks/polysemy.py --fixture --output-dir /tmp/polysemy  # the tiny biLM
+    python experiments/polysemy.py --bilm-dir runs/wikitext2
+    python experiments/polysemy.py --fixture --output-dir /tmp/polysemy  # the tiny biLM
 
-Writes `polysemy.json`, `polysemy.md` and `polysemy_pca.png` to `--output-dir`.
+Writes `polysemy.json`, `polysemy.md` and `polysemy_pca.png` to `--output-dir` (default
+`experiments/results/`).
 """
 
 import argparse
 import json
 import os
-import pathlib
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import study_setup  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2" / "train.raw.txt"
+WIKITEXT = study_setup.DATA / "wikitext-2" / "train.raw.txt"
 
 # word -> {sense: [sentences]}; the word occurs once, as a whitespace-separated token.
 SENSES = {
@@ -251,11 +251,7 @@ def markdown(report):
 
 
 def plot(projections, n_layers, path, bilm_name):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = study_setup.pyplot()
     shown = [0, n_layers]  # context-free layer 0 vs top LSTM layer
     fig, axes = plt.subplots(len(shown), len(projections), figsize=(3.2 * len(projections), 6))
     for col, (word, (vectors, labels)) in enumerate(projections.items()):
@@ -292,14 +288,10 @@ def plot(projections, n_layers, path, bilm_name):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bilm-dir", type=pathlib.Path, default=ROOT / "runs" / "wikitext2")
-    parser.add_argument("--fixture", action="store_true", help="use the tiny packaged biLM")
-    parser.add_argument("--output-dir", type=pathlib.Path, default=ROOT / "benchmarks" / "results")
+    study_setup.add_bilm_arguments(parser)
     parser.add_argument("--wikitext-limit", type=int, default=40)
     args = parser.parse_args(argv)
-    from downstream import load_bilm_for  # same folder
-
-    bilm, name = load_bilm_for(args)
+    bilm, name, _ = study_setup.load_bilm_for(args)
     report = run(bilm, name, args.output_dir, args.wikitext_limit)
     print(markdown(report))
     print(f"{report['seconds']:.0f}s")
