@@ -14,14 +14,33 @@ import shutil
 import tempfile
 
 
-def check_output(output, overwrite=False):
-    """Returns `output` as a path; raises `FileExistsError` if it exists and not `overwrite`."""
+def check_output(output, overwrite=False, kind=None):
+    """Returns `output` as a path, if writing it is allowed.
+
+    Args:
+        output: str or path-like.
+        overwrite: bool. An existing `output` may be replaced. Defaults to `False`.
+        kind: `"file"`, `"directory"` or `None`. With `overwrite`, only an existing regular
+            file (or folder) is ever replaced: a device, a socket, a pipe, or a folder where a
+            file is expected is refused, even with `overwrite`. Defaults to `None` (no check).
+
+    Raises:
+        FileExistsError: `output` exists and `overwrite` is false.
+        ValueError: `output` exists and is not of `kind`.
+    """
     output = pathlib.Path(output)
-    if (output.exists() or output.is_symlink()) and not overwrite:
+    if not (output.exists() or output.is_symlink()):
+        return output
+    if not overwrite:
         raise FileExistsError(
             f"The output {str(output)!r} already exists; pass `overwrite=True` "
             "(`--overwrite`) to replace it."
         )
+    if kind == "file" and not output.is_file():
+        what = "a directory" if output.is_dir() else "not a regular file"
+        raise ValueError(f"The output {str(output)!r} is {what}; only a regular file is replaced.")
+    if kind == "directory" and not output.is_dir():
+        raise ValueError(f"The output {str(output)!r} is not a directory; only one is replaced.")
     return output
 
 
@@ -35,7 +54,7 @@ def atomic_file(path, overwrite=True, make_parents=True):
         make_parents: bool. Create missing parent folders; with `False` a missing folder is a
             `FileNotFoundError` before anything is written. Defaults to `True`.
     """
-    path = check_output(path, overwrite)
+    path = check_output(path, overwrite, kind="file")
     if make_parents:
         path.parent.mkdir(parents=True, exist_ok=True)
     elif not path.parent.is_dir():
@@ -68,13 +87,13 @@ def atomic_directory(output, overwrite=False):
         output: str or path-like. The folder to create.
         overwrite: bool. Replace an existing `output`. Defaults to `False`.
     """
-    output = check_output(output, overwrite).absolute()
+    output = check_output(output, overwrite, kind="directory").absolute()
     parent = output.parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=parent))
     try:
         yield staging
-        check_output(output, overwrite)  # again: something may have appeared meanwhile
+        check_output(output, overwrite, kind="directory")  # again: it may have changed meanwhile
         aside = None
         if output.exists() or output.is_symlink():
             aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=parent))

@@ -1,8 +1,10 @@
 """Atomic output files: complete or absent, never half-written."""
 
+import pathlib
+
 import pytest
 
-from elmo_keras.files import atomic_file, check_output, write_text
+from elmo_keras.files import atomic_directory, atomic_file, check_output, write_text
 
 
 def test_atomic_file_replaces_only_on_success(tmp_path):
@@ -37,3 +39,19 @@ def test_check_output(tmp_path):
     with pytest.raises(FileExistsError):
         check_output(tmp_path)
     assert check_output(tmp_path, overwrite=True) == tmp_path
+
+
+def test_only_regular_files_are_ever_replaced(tmp_path):
+    # Issue 12, D1: `--overwrite` once renamed the output over /dev/null.
+    with pytest.raises(ValueError, match="'/dev/null' is not a regular file"):
+        with atomic_file("/dev/null", overwrite=True):
+            pass
+    assert pathlib.Path("/dev/null").is_char_device()
+    with pytest.raises(ValueError, match="is a directory; only a regular file is replaced"):
+        with atomic_file(tmp_path, overwrite=True):
+            pass
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is not a directory"):
+        with atomic_directory(tmp_path / "file", overwrite=True):
+            pass
+    assert (tmp_path / "file").read_text() == "x"

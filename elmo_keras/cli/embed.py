@@ -17,8 +17,9 @@ def add_parser(subparsers):
     )
     parser.add_argument("--options", help="bilm-tf options.json (Keras backend)")
     parser.add_argument("--weights", help="bilm-tf hdf5 weights (Keras backend)")
-    parser.add_argument("--model", help="a training output folder (Keras backend) or an "
-                        ".onnx file (ONNX backend)")
+    parser.add_argument(
+        "--model", help="a training output folder (Keras backend) or an .onnx file (ONNX backend)"
+    )
     parser.add_argument("--input", required=True, help="text file, one sentence per line")
     parser.add_argument("--output", required=True, help="hdf5 file to write")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -32,13 +33,16 @@ def resolve_model_files(args):
     if args.model:
         folder = pathlib.Path(args.model)
         if not folder.is_dir():
-            raise CommandError(f"--model must be a folder with options.json and weights for "
-                               f"the keras backend. Received: {folder}")
+            raise CommandError(
+                f"--model must be a folder with options.json and weights for "
+                f"the keras backend. Received: {folder}"
+            )
         options = folder / "options.json"
         candidates = sorted(folder.glob("*.hdf5"))
         if not options.is_file() or not candidates:
-            raise CommandError(f"--model folder {folder} needs options.json and an .hdf5 "
-                               "weight file")
+            raise CommandError(
+                f"--model folder {folder} needs options.json and an .hdf5 weight file"
+            )
         return options, candidates[0]
     if not (args.options and args.weights):
         raise CommandError("the keras backend needs --options and --weights (or --model DIR)")
@@ -64,7 +68,7 @@ def make_embedder(args):
 
 def run(args):
     from elmo_keras.cli._common import Progress, read_sentences
-    from elmo_keras.files import atomic_file
+    from elmo_keras.files import atomic_file, check_output
 
     if args.batch_size < 1:
         raise CommandError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
@@ -72,6 +76,7 @@ def run(args):
     output = pathlib.Path(args.output)
     if output.exists() and not args.overwrite:
         raise CommandError(f"output exists: {output} (pass --overwrite to replace it)")
+    check_output(output, overwrite=True, kind="file")  # a device or a folder is never replaced
     if not output.parent.is_dir():  # found before the work, not after it
         raise CommandError(f"output folder does not exist: {output.parent}")
     embedder = make_embedder(args)

@@ -1,3 +1,5 @@
+import pathlib
+
 import h5py
 import numpy as np
 import pytest
@@ -17,8 +19,12 @@ SENTENCES = [
 
 @pytest.fixture
 def model_args(allennlp_fixture):
-    return ["--options", str(allennlp_fixture / "options.json"),
-            "--weights", str(allennlp_fixture / "lm_weights.hdf5")]
+    return [
+        "--options",
+        str(allennlp_fixture / "options.json"),
+        "--weights",
+        str(allennlp_fixture / "lm_weights.hdf5"),
+    ]
 
 
 @pytest.fixture
@@ -34,12 +40,23 @@ def read(path):
 
 
 def test_embed_writes_one_dataset_per_line_independent_of_batch_size(
-        tmp_path, model_args, input_file, allennlp_fixture, capsys):
+    tmp_path, model_args, input_file, allennlp_fixture, capsys
+):
     outputs = {}
     for batch_size in (1, 3, 64):
         out = tmp_path / f"out{batch_size}.hdf5"
-        code = main(["embed", *model_args, "--input", str(input_file), "--output", str(out),
-                     "--batch-size", str(batch_size)])
+        code = main(
+            [
+                "embed",
+                *model_args,
+                "--input",
+                str(input_file),
+                "--output",
+                str(out),
+                "--batch-size",
+                str(batch_size),
+            ]
+        )
         assert code == 0
         outputs[batch_size] = read(out)
     assert "wrote 5 sentences" in capsys.readouterr().out
@@ -58,15 +75,18 @@ def test_embed_writes_one_dataset_per_line_independent_of_batch_size(
 
 def test_embed_bad_input_fails_cleanly(tmp_path, model_args, capsys):
     out = tmp_path / "out.hdf5"
-    code = main(["embed", *model_args, "--input", str(tmp_path / "missing.txt"),
-                 "--output", str(out)])
+    code = main(
+        ["embed", *model_args, "--input", str(tmp_path / "missing.txt"), "--output", str(out)]
+    )
     assert code != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"elmo-keras embed: error: input file not found: {tmp_path / 'missing.txt'}"]
     assert not out.exists()
     (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
-    assert main(["embed", *model_args, "--input", str(tmp_path / "latin1.txt"),
-                 "--output", str(out)]) != 0
+    assert (
+        main(["embed", *model_args, "--input", str(tmp_path / "latin1.txt"), "--output", str(out)])
+        != 0
+    )
     assert "is not UTF-8 text" in capsys.readouterr().err
     assert list(tmp_path.glob("*hdf5*")) == []
 
@@ -75,23 +95,46 @@ def test_embed_bad_weights_leave_no_output(tmp_path, input_file, allennlp_fixtur
     bad = tmp_path / "bad.hdf5"
     bad.write_bytes(b"garbage")
     out = tmp_path / "out.hdf5"
-    code = main(["embed", "--options", str(allennlp_fixture / "options.json"), "--weights",
-                 str(bad), "--input", str(input_file), "--output", str(out)])
+    code = main(
+        [
+            "embed",
+            "--options",
+            str(allennlp_fixture / "options.json"),
+            "--weights",
+            str(bad),
+            "--input",
+            str(input_file),
+            "--output",
+            str(out),
+        ]
+    )
     assert code != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a readable hdf5 file" in err[0]
     assert not out.exists() and not list(tmp_path.glob(".out.hdf5*"))
 
 
-def test_embed_refuses_to_overwrite_and_checks_arguments(tmp_path, model_args, input_file,
-                                                         capsys):
+def test_embed_refuses_to_overwrite_and_checks_arguments(tmp_path, model_args, input_file, capsys):
     out = tmp_path / "out.hdf5"
     out.write_bytes(b"keep me")
     assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out)]) == 2
     assert "pass --overwrite" in capsys.readouterr().err
     assert out.read_bytes() == b"keep me"
-    assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out),
-                 "--batch-size", "0"]) == 2
+    assert (
+        main(
+            [
+                "embed",
+                *model_args,
+                "--input",
+                str(input_file),
+                "--output",
+                str(out),
+                "--batch-size",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "--batch-size must be a positive integer. Received: 0" in capsys.readouterr().err
     assert main(["embed", "--input", str(input_file), "--output", str(tmp_path / "new.hdf5")]) == 2
     assert "needs --options and --weights" in capsys.readouterr().err
@@ -110,13 +153,60 @@ def test_onnx_backend_writes_the_same_hdf5(tmp_path, model_args, input_file, all
     bilm = load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
     export_onnx(bilm, tmp_path / "model.onnx")
     keras_out, onnx_out = tmp_path / "keras.hdf5", tmp_path / "onnx.hdf5"
-    assert main(["embed", *model_args, "--input", str(input_file), "--output",
-                 str(keras_out)]) == 0
-    assert main(["embed", "--backend", "onnx", "--model", str(tmp_path / "model.onnx"),
-                 "--input", str(input_file), "--output", str(onnx_out), "--batch-size",
-                 "2"]) == 0
+    assert main(["embed", *model_args, "--input", str(input_file), "--output", str(keras_out)]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "--backend",
+                "onnx",
+                "--model",
+                str(tmp_path / "model.onnx"),
+                "--input",
+                str(input_file),
+                "--output",
+                str(onnx_out),
+                "--batch-size",
+                "2",
+            ]
+        )
+        == 0
+    )
     a, b = read(keras_out), read(onnx_out)
     assert sorted(a) == sorted(b)
     for key in a:
         assert a[key].shape == b[key].shape
         np.testing.assert_allclose(b[key], a[key], atol=1e-5, rtol=0)
+
+
+def test_dataset_index_is_the_line_number_whatever_the_line_contains(tmp_path, model_args):
+    # Issue 12, D3 and D11: only "\n" ends a line, "\r\n" is one line end, a BOM is dropped.
+    from elmo_keras.cli._common import read_sentences
+
+    text = "\ufeffFirst line\r\nsplit\vby\x1cseparators\x85and\u2028more\n\nlast\n"
+    path = tmp_path / "odd.txt"
+    path.write_bytes(text.encode("utf-8"))
+    sentences = read_sentences(path)
+    assert sentences == [
+        ["First", "line"],
+        ["split", "by", "separators", "and", "more"],
+        [],
+        ["last"],
+    ]
+    out = tmp_path / "odd.hdf5"
+    assert main(["embed", *model_args, "--input", str(path), "--output", str(out)]) == 0
+    assert sorted(read(out), key=int) == ["0", "1", "2", "3"]
+    assert read(out)["1"].shape[1] == 5
+
+
+def test_output_problems_are_found_before_the_work(tmp_path, model_args, input_file, capsys):
+    # Issue 12, D1 and D11: a device or a folder is never replaced; a missing folder is named.
+    for output, message in [
+        ("/dev/null", "'/dev/null' is not a regular file"),
+        (str(tmp_path), "is a directory; only a regular file is replaced"),
+        (str(tmp_path / "missing" / "out.hdf5"), "output folder does not exist"),
+    ]:
+        argv = ["embed", *model_args, "--input", str(input_file), "--output", output]
+        assert main([*argv, "--overwrite"]) != 0
+        assert message in capsys.readouterr().err
+    assert pathlib.Path("/dev/null").is_char_device()
