@@ -5,7 +5,8 @@ imports inside functions (a lazy import is still a dependency), and a module dep
 packages above it too (importing `elmo_keras.layers.char_cnn` runs `elmo_keras/layers/
 __init__.py`). The floors, lowest first (docs/architecture.md):
 
-0. `elmo_keras` itself, `validation`, `files`, `batching`, `options`, `text`, `runtime`
+0. `elmo_keras` itself, `validation`, `files`, `batching`, `options`, `download`, `presets`,
+   `text`, `runtime`
 1. `layers`, `weights` (works on a built biLM without importing its class)
 2. `models`
 3. `training`, `export`
@@ -29,6 +30,8 @@ FLOORS = {
     "elmo_keras.files": 0,
     "elmo_keras.batching": 0,
     "elmo_keras.options": 0,
+    "elmo_keras.download": 0,
+    "elmo_keras.presets": 0,
     "elmo_keras.text": 0,
     "elmo_keras.runtime": 0,
     "elmo_keras.layers": 1,
@@ -45,6 +48,8 @@ TF_FREE = [
     "elmo_keras.files",
     "elmo_keras.batching",
     "elmo_keras.options",
+    "elmo_keras.download",
+    "elmo_keras.presets",
     "elmo_keras.text.char_ids",
     "elmo_keras.text.pretokenize",
     "elmo_keras.text.vocabulary",

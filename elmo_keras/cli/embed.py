@@ -15,10 +15,16 @@ def add_parser(subparsers):
         "(n_layers + 1, n_tokens, 2 * projection_dim). Every sentence starts from zero state; "
         "the output does not depend on --batch-size.",
     )
-    parser.add_argument("--options", help="bilm-tf options.json (Keras backend)")
-    parser.add_argument("--weights", help="bilm-tf hdf5 weights (Keras backend)")
+    parser.add_argument("--options", help="bilm-tf options.json, a path or URL (Keras backend)")
+    parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL (Keras backend)")
     parser.add_argument(
         "--model", help="a training output folder (Keras backend) or an .onnx file (ONNX backend)"
+    )
+    parser.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="a named biLM (Keras backend): small, medium, original, original_5.5b (downloaded "
+        "once into the cache), tiny (packaged), or a model folder; see `elmo-keras presets`",
     )
     parser.add_argument("--input", required=True, help="text file, one sentence per line")
     parser.add_argument("--output", required=True, help="hdf5 file to write")
@@ -29,24 +35,32 @@ def add_parser(subparsers):
 
 
 def resolve_model_files(args):
-    """(options, weights) paths from --options/--weights or a training output --model folder."""
-    if args.model:
-        folder = pathlib.Path(args.model)
-        if not folder.is_dir():
-            raise CommandError(
-                f"--model must be a folder with options.json and weights for "
-                f"the keras backend. Received: {folder}"
-            )
-        options = folder / "options.json"
-        candidates = sorted(folder.glob("*.hdf5"))
-        if not options.is_file() or not candidates:
-            raise CommandError(
-                f"--model folder {folder} needs options.json and an .hdf5 weight file"
-            )
-        return options, candidates[0]
-    if not (args.options and args.weights):
-        raise CommandError("the keras backend needs --options and --weights (or --model DIR)")
-    return pathlib.Path(args.options), pathlib.Path(args.weights)
+    """Local (options, weights) paths from --preset, a --model folder, or --options/--weights
+    (paths or URLs; a URL is downloaded once into the cache)."""
+    from elmo_keras.download import cached_path
+    from elmo_keras.presets import find_model_files, resolve_preset
+
+    sources = [args.preset, args.model, args.options or args.weights]
+    if sum(bool(source) for source in sources) > 1:
+        raise CommandError("give one of --preset NAME, --model DIR, or --options and --weights")
+    if args.model and not pathlib.Path(args.model).is_dir():
+        raise CommandError(
+            f"--model must be a folder with options.json and weights for "
+            f"the keras backend. Received: {args.model}"
+        )
+    if not (args.preset or args.model or (args.options and args.weights)):
+        raise CommandError(
+            "the keras backend needs --options and --weights (or --model DIR or --preset NAME)"
+        )
+    try:
+        if args.preset:
+            return resolve_preset(args.preset)
+        if args.model:
+            return find_model_files(args.model)
+        return cached_path(args.options), cached_path(args.weights)
+    except ValueError as error:
+        flag = "--preset" if args.preset else "--model" if args.model else "--options/--weights"
+        raise CommandError(f"{flag}: {error}") from None
 
 
 def make_embedder(args):
@@ -56,13 +70,13 @@ def make_embedder(args):
         from elmo_keras.runtime import OnnxEmbedder
 
         return OnnxEmbedder(args.model, batch_size=args.batch_size)
+    options, weights = resolve_model_files(args)  # any download happens before TensorFlow loads
     from elmo_keras.cli import import_tensorflow
 
     import_tensorflow()
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
     from elmo_keras.weights import load_bilm
 
-    options, weights = resolve_model_files(args)
     return BiLMEmbedder(load_bilm(options, weights), batch_size=args.batch_size)
 
 

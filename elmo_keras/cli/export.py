@@ -4,8 +4,6 @@ import pathlib
 
 from elmo_keras.cli import CommandError
 
-WEIGHT_FILE_NAMES = ("lm_weights.hdf5", "weights.hdf5")
-
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
@@ -17,12 +15,20 @@ def add_parser(subparsers):
             "Writes into a temporary folder next to OUTPUT and renames it into place at the end."
         ),
     )
-    source = parser.add_argument_group("source (either --options and --weights, or --run-dir)")
-    source.add_argument("--options", help="bilm-tf options.json")
-    source.add_argument("--weights", help="bilm-tf hdf5 weights (lm_weights.hdf5)")
+    source = parser.add_argument_group(
+        "source (--options and --weights, or --run-dir, or --preset)"
+    )
+    source.add_argument("--options", help="bilm-tf options.json, a path or URL")
+    source.add_argument("--weights", help="bilm-tf hdf5 weights (lm_weights.hdf5), a path or URL")
     source.add_argument(
         "--run-dir",
         help="a training output folder holding options.json and lm_weights.hdf5",
+    )
+    source.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="a named biLM: small, medium, original, original_5.5b (downloaded once into the "
+        "cache), tiny (packaged), or a model folder; see `elmo-keras presets`",
     )
     parser.add_argument("--output", required=True, help="the export folder to create")
     parser.add_argument(
@@ -64,25 +70,28 @@ def add_parser(subparsers):
 
 
 def resolve_source(args):
-    """The `(options, weights)` paths from `--options`/`--weights` or `--run-dir`."""
-    if args.run_dir:
-        if args.options or args.weights:
-            raise CommandError("give either --run-dir or --options and --weights, not both")
-        run_dir = pathlib.Path(args.run_dir)
-        if not run_dir.is_dir():
-            raise CommandError(f"--run-dir {str(run_dir)!r} is not a folder")
-        options = run_dir / "options.json"
-        if not options.is_file():
-            raise CommandError(f"no options.json in --run-dir {str(run_dir)!r}")
-        for name in WEIGHT_FILE_NAMES:
-            if (run_dir / name).is_file():
-                return options, run_dir / name
-        raise CommandError(
-            f"no weights file ({' or '.join(WEIGHT_FILE_NAMES)}) in --run-dir {str(run_dir)!r}"
-        )
-    if not args.options or not args.weights:
-        raise CommandError("give --options and --weights (or --run-dir)")
-    return pathlib.Path(args.options), pathlib.Path(args.weights)
+    """Local `(options, weights)` paths from `--options`/`--weights` (paths or URLs; a URL is
+    downloaded once into the cache), `--run-dir` or `--preset`."""
+    from elmo_keras.download import cached_path  # noqa: PLC0415
+    from elmo_keras.presets import find_model_files, resolve_preset  # noqa: PLC0415
+
+    if args.run_dir and (args.options or args.weights):
+        raise CommandError("give either --run-dir or --options and --weights, not both")
+    if args.preset and (args.run_dir or args.options or args.weights):
+        raise CommandError("give either --preset or --run-dir or --options and --weights")
+    if args.run_dir and not pathlib.Path(args.run_dir).is_dir():
+        raise CommandError(f"--run-dir {str(args.run_dir)!r} is not a folder")
+    if not (args.preset or args.run_dir or (args.options and args.weights)):
+        raise CommandError("give --options and --weights (or --run-dir or --preset)")
+    try:
+        if args.preset:
+            return resolve_preset(args.preset)
+        if args.run_dir:
+            return find_model_files(args.run_dir)
+        return cached_path(args.options), cached_path(args.weights)
+    except ValueError as error:
+        flag = "--preset" if args.preset else "--run-dir" if args.run_dir else "--options/--weights"
+        raise CommandError(f"{flag}: {error}") from None
 
 
 def run(args):

@@ -4,8 +4,8 @@ mixes, as one layer of a task model) and `BiLMEmbedder` (many sentences, batched
 Imports TensorFlow and Keras.
 """
 
-from elmo_keras.models.bilm import BiLM, load_bilm
+from elmo_keras.models.bilm import BiLM, load_bilm, load_bilm_preset
 from elmo_keras.models.bilm_embedder import BiLMEmbedder
 from elmo_keras.models.elmo_embedding import ElmoEmbedding
 
-__all__ = ["BiLM", "BiLMEmbedder", "ElmoEmbedding", "load_bilm"]
+__all__ = ["BiLM", "BiLMEmbedder", "ElmoEmbedding", "load_bilm", "load_bilm_preset"]

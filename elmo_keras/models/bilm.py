@@ -1,6 +1,7 @@
 import keras
 import tensorflow as tf
 
+from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM
 from elmo_keras.options import (
@@ -9,6 +10,7 @@ from elmo_keras.options import (
     options_to_bilm_kwargs,
     read_options,
 )
+from elmo_keras.presets import resolve_preset
 from elmo_keras.text.char_ids import (
     MAX_CHARACTERS_PER_TOKEN,
     N_CHARACTERS,
@@ -223,8 +225,10 @@ class BiLM(keras.Model):
         """Builds a `BiLM` from bilm-tf's `options.json` and loads its hdf5 weights.
 
         Args:
-            options_path: str or path-like. The options file (262 characters).
-            weights_path: str or path-like. The hdf5 weight file (bilm-tf layout).
+            options_path: str or path-like. The options file (262 characters), or its
+                `http(s)://` URL (downloaded once into the cache, see
+                `elmo_keras.download.cached_path`).
+            weights_path: str or path-like. The hdf5 weight file (bilm-tf layout), or its URL.
             check_finite: bool. Refuse NaN or infinite weights (see
                 `elmo_keras.weights.load_weights`). Defaults to `True`.
             **kwargs: other keyword arguments of `BiLM` (e.g. `name`, `dtype`).
@@ -232,11 +236,43 @@ class BiLM(keras.Model):
         Example:
         >>> bilm = BiLM.from_bilm_tf("options.json", "weights.hdf5")  # doctest: +SKIP
         """
+        options_path, weights_path = cached_path(options_path), cached_path(weights_path)
         bilm = cls.from_options(read_options(options_path), **kwargs)
         bilm.build()
         return load_weights(bilm, weights_path, check_finite=check_finite)
 
+    @classmethod
+    def from_preset(cls, preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
+        """Builds a named published biLM, the packaged `tiny` one, or a model folder's.
+
+        Args:
+            preset: str or path-like. `"small"`, `"medium"`, `"original"`, `"original_5.5b"`
+                (AllenNLP's published models, downloaded once into the cache; set
+                `ELMO_KERAS_MIRROR` to fetch them from elsewhere), `"tiny"`, or a folder
+                holding `options.json` and an `.hdf5` weight file. See
+                `elmo_keras.presets.resolve_preset`.
+            cache_dir: path or None. Where downloads go. Defaults to `$ELMO_KERAS_CACHE`, else
+                `~/.cache/elmo-keras`.
+            progress: bool. A download progress bar on a terminal. Defaults to `True`.
+            check_finite: bool. As in `from_bilm_tf`. Defaults to `True`.
+            **kwargs: other keyword arguments of `BiLM`.
+
+        Example:
+        >>> BiLM.from_preset("tiny").projection_dim
+        16
+        """
+        options_path, weights_path = resolve_preset(preset, cache_dir=cache_dir, progress=progress)
+        return cls.from_bilm_tf(options_path, weights_path, check_finite=check_finite, **kwargs)
+
 
 def load_bilm(options_path, weights_path, check_finite=True, **kwargs):
-    """Builds a `BiLM` from bilm-tf's `options.json` and hdf5 weights: `BiLM.from_bilm_tf`."""
+    """Builds a `BiLM` from bilm-tf's `options.json` and hdf5 weights (paths or URLs):
+    `BiLM.from_bilm_tf`."""
     return BiLM.from_bilm_tf(options_path, weights_path, check_finite=check_finite, **kwargs)
+
+
+def load_bilm_preset(preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
+    """Builds a named biLM (`"original"`, `"tiny"`, ...) or a model folder's: `BiLM.from_preset`."""
+    return BiLM.from_preset(
+        preset, cache_dir=cache_dir, progress=progress, check_finite=check_finite, **kwargs
+    )

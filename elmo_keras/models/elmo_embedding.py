@@ -2,7 +2,7 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.layers.scalar_mix import ScalarMix
-from elmo_keras.models.bilm import BiLM, load_bilm
+from elmo_keras.models.bilm import BiLM, load_bilm, load_bilm_preset
 from elmo_keras.text import tf_char_ids
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES
 from elmo_keras.text.tokenizer import tokenize
@@ -310,8 +310,9 @@ class ElmoEmbedding(keras.layers.Layer):
         """Makes the layer around a biLM read from a bilm-tf `options.json` and hdf5 file.
 
         Args:
-            options_path: path of the options file (inference convention, 262 characters).
-            weights_path: path of the hdf5 weight file (bilm-tf layout).
+            options_path: path of the options file (inference convention, 262 characters),
+                or its `http(s)://` URL (downloaded once into the cache).
+            weights_path: path or URL of the hdf5 weight file (bilm-tf layout).
             **kwargs: the other arguments of `ElmoEmbedding`.
 
         Example:
@@ -319,3 +320,22 @@ class ElmoEmbedding(keras.layers.Layer):
         ...                                   input_type="sentences")  # doctest: +SKIP
         """
         return cls(load_bilm(options_path, weights_path), **kwargs)
+
+    @classmethod
+    def from_preset(cls, preset, cache_dir=None, progress=True, **kwargs):
+        """Makes the layer around a named biLM (`"original"`, `"tiny"`, ...) or a model folder's.
+
+        Args:
+            preset: a name of `elmo_keras.presets.PRESETS` or a model folder (see
+                `BiLM.from_preset`); published models are downloaded once into the cache.
+            cache_dir: path or None. Where downloads go (default: `$ELMO_KERAS_CACHE`, else
+                `~/.cache/elmo-keras`).
+            progress: bool. A download progress bar on a terminal. Defaults to `True`.
+            **kwargs: the other arguments of `ElmoEmbedding`.
+
+        Example:
+        >>> elmo = ElmoEmbedding.from_preset("tiny", input_type="sentences")
+        >>> elmo.output_dim
+        32
+        """
+        return cls(load_bilm_preset(preset, cache_dir=cache_dir, progress=progress), **kwargs)

@@ -210,3 +210,51 @@ def test_output_problems_are_found_before_the_work(tmp_path, model_args, input_f
         assert main([*argv, "--overwrite"]) != 0
         assert message in capsys.readouterr().err
     assert pathlib.Path("/dev/null").is_char_device()
+
+
+# Issue 13: published models by name (--preset) and model files by URL.
+
+
+@pytest.fixture
+def mirror(monkeypatch, tmp_path):
+    from tests.test_download import FileServer, serve_presets
+
+    server = serve_presets(FileServer(), monkeypatch, tmp_path)
+    yield server
+    server.stop()
+
+
+def test_embed_with_a_preset_or_urls_equals_the_local_files(
+    tmp_path, mirror, model_args, input_file
+):
+    local, by_name, by_url = (tmp_path / f"{n}.hdf5" for n in ("local", "preset", "url"))
+    stem = "/elmo/2x4096_512_2048cnn_2xhighway/elmo_2x4096_512_2048cnn_2xhighway"
+    common = ["--input", str(input_file), "--batch-size", "2"]
+    assert main(["embed", *model_args, *common, "--output", str(local)]) == 0
+    assert main(["embed", "--preset", "original", *common, "--output", str(by_name)]) == 0
+    urls = ["--options", mirror.url(f"{stem}_options.json")]
+    urls += ["--weights", mirror.url(f"{stem}_weights.hdf5")]
+    assert main(["embed", *urls, *common, "--output", str(by_url)]) == 0
+    expected = read(local)
+    for path in (by_name, by_url):
+        got = read(path)
+        assert sorted(got) == sorted(expected)
+        for key in expected:
+            np.testing.assert_array_equal(got[key], expected[key])
+    assert len(mirror.requests(f"{stem}_weights.hdf5")) == 1  # the URL run used the cache
+
+
+def test_embed_preset_errors_are_one_line(tmp_path, mirror, input_file, capsys):
+    out = tmp_path / "out.hdf5"
+    common = ["--input", str(input_file), "--output", str(out)]
+    assert main(["embed", "--preset", "large", *common]) == 2
+    assert "--preset: `preset` must be one of 'small'" in capsys.readouterr().err
+    assert main(["embed", "--preset", "tiny", "--model", str(tmp_path), *common]) == 2
+    assert "give one of --preset NAME, --model DIR" in capsys.readouterr().err
+    mirror.faults[
+        "/elmo/2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"
+    ] = "cut"
+    assert main(["embed", "--preset", "small", *common]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("elmo-keras embed: error: could not download http")
+    assert not out.exists()

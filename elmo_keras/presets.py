@@ -1,0 +1,191 @@
+"""Named biLMs: AllenNLP's four published ELMo models, the packaged `tiny` one, run folders.
+
+`resolve_preset(preset)` turns a name or a folder into the local `(options_path, weights_path)`
+that `elmo_keras.models.load_bilm` reads. A published model is downloaded once into the cache
+(`elmo_keras.download.cached_path`: `$ELMO_KERAS_CACHE`, else `~/.cache/elmo-keras`) from
+AllenNLP's base URL, or from `$ELMO_KERAS_MIRROR` when it is set (the same relative paths under
+another `http(s)://` or `file://` URL, or under a local folder). `find_model_files(folder)` is the
+one place that decides which files of a folder are the biLM (`elmo-keras embed --model`,
+`elmo-keras export --run-dir` and presets given as a path all use it).
+
+Plain Python (no TensorFlow).
+"""
+
+import importlib.resources
+import os
+import pathlib
+
+from elmo_keras.download import cached_path, default_cache_dir
+
+BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
+MIRROR_VARIABLE = "ELMO_KERAS_MIRROR"
+OPTIONS_FILE = "options.json"
+WEIGHT_FILE_NAMES = ("lm_weights.hdf5", "weights.hdf5")
+TRAINING_HEAD_FILES = ("softmax.hdf5",)  # `elmo-keras train` writes it beside the biLM
+
+_ONE_BILLION = "1B Word Benchmark (about 800M tokens of WMT 2011 news)"
+
+
+def _published(folder, lstm_units, projection_dim, n_highway, parameters, trained_on):
+    stem = f"{folder}/elmo_{folder}"
+    return {
+        "options": f"{stem}_options.json",
+        "weights": f"{stem}_weights.hdf5",
+        "lstm_units": lstm_units,
+        "projection_dim": projection_dim,
+        "n_layers": 2,
+        "n_highway": n_highway,
+        "parameters": parameters,  # the biLM without the training softmax
+        "trained_on": trained_on,
+    }
+
+
+# Relative paths are under `BASE_URL` (or `$ELMO_KERAS_MIRROR`); `package` is a folder of
+# `elmo_keras`. Every model has the 2048-filter character CNN except `tiny`.
+PRESETS = {
+    "small": _published("2x1024_128_2048cnn_1xhighway", 1024, 128, 1, "13.6M", _ONE_BILLION),
+    "medium": _published("2x2048_256_2048cnn_1xhighway", 2048, 256, 1, "28.0M", _ONE_BILLION),
+    "original": _published("2x4096_512_2048cnn_2xhighway", 4096, 512, 2, "93.6M", _ONE_BILLION),
+    "original_5.5b": _published(
+        "2x4096_512_2048cnn_2xhighway_5.5B",
+        4096,
+        512,
+        2,
+        "93.6M",
+        "5.5B tokens: Wikipedia (1.9B) and the WMT 2008-2012 monolingual news crawl (3.6B)",
+    ),
+    "tiny": {
+        "package": "assets/tiny_allennlp",
+        "options": OPTIONS_FILE,
+        "weights": "lm_weights.hdf5",
+        "lstm_units": 64,
+        "projection_dim": 16,
+        "n_layers": 2,
+        "n_highway": 2,
+        "parameters": "0.1M",
+        "trained_on": "a few sentences (AllenNLP's test biLM: checks plumbing, not quality)",
+    },
+}
+
+
+def base_url():
+    """`$ELMO_KERAS_MIRROR` (with a final "/"), else AllenNLP's `BASE_URL`."""
+    mirror = os.environ.get(MIRROR_VARIABLE, "").strip()
+    if not mirror:
+        return BASE_URL
+    return mirror if mirror.endswith("/") else mirror + "/"
+
+
+def preset_sources(preset):
+    """Where a named preset's two files come from, without downloading anything.
+
+    Returns:
+        `(options, weights)`: two URLs (or mirror paths) for a published model, two paths inside
+        the installed package for `tiny`.
+    """
+    name = _preset_name(preset)
+    if name is None:
+        raise ValueError(_unknown(preset))
+    entry = PRESETS[name]
+    if "package" in entry:
+        folder = _package_folder(entry["package"], (entry["options"], entry["weights"]))
+        return folder / entry["options"], folder / entry["weights"]
+    return base_url() + entry["options"], base_url() + entry["weights"]
+
+
+def resolve_preset(preset, cache_dir=None, progress=True):
+    """The local `(options_path, weights_path)` of a preset name or a model folder.
+
+    Args:
+        preset: str or path-like. A name of `PRESETS` (`"small"`, `"medium"`, `"original"`,
+            `"original_5.5b"`, `"tiny"`; any case), or a folder holding `options.json` and an
+            `.hdf5` weight file (an `elmo-keras train` output; see `find_model_files`). A name
+            wins over a folder of that name: write `./tiny` for the folder.
+        cache_dir: path or None. Where downloads go; defaults to
+            `elmo_keras.download.default_cache_dir()`.
+        progress: bool. A download progress bar on a terminal. Defaults to `True`.
+
+    Returns:
+        Two local paths. A published model is downloaded (and checked) on first use.
+
+    Raises:
+        ValueError: an unknown name that is not a folder either; lists the known names.
+        elmo_keras.download.DownloadError: a download failed.
+
+    Example:
+    >>> options, weights = resolve_preset("tiny")
+    >>> options.name, weights.name
+    ('options.json', 'lm_weights.hdf5')
+    """
+    if _preset_name(preset) is None:
+        if isinstance(preset, os.PathLike | str) and pathlib.Path(preset).is_dir():
+            return find_model_files(preset)
+        raise ValueError(_unknown(preset))
+    options, weights = preset_sources(preset)
+    return (
+        cached_path(options, cache_dir=cache_dir, progress=progress),
+        cached_path(weights, cache_dir=cache_dir, progress=progress),
+    )
+
+
+def find_model_files(folder):
+    """`(options, weights)` in a model folder: what `elmo-keras train` writes, or a download.
+
+    The options file is `options.json`, else the folder's single `*_options.json` (as the
+    published files are named). The weights are `lm_weights.hdf5`, else `weights.hdf5`, else
+    the folder's single other `.hdf5` file, never the training head `softmax.hdf5`.
+
+    Raises:
+        ValueError: `folder` is not a folder, or the files are missing or ambiguous.
+    """
+    folder = pathlib.Path(folder)
+    if not folder.is_dir():
+        raise ValueError(
+            "`folder` must be a folder holding options.json and an .hdf5 weight file. "
+            f"Received: folder={str(folder)!r}"
+        )
+    options = folder / OPTIONS_FILE
+    if not options.is_file():
+        named = sorted(p for p in folder.glob("*_options.json") if p.is_file())
+        if len(named) != 1:
+            raise ValueError(f"no options.json in the model folder {str(folder)!r}")
+        options = named[0]
+    for name in WEIGHT_FILE_NAMES:
+        if (folder / name).is_file():
+            return options, folder / name
+    others = sorted(
+        p for p in folder.glob("*.hdf5") if p.is_file() and p.name not in TRAINING_HEAD_FILES
+    )
+    if len(others) == 1:
+        return options, others[0]
+    found = f": found {', '.join(p.name for p in others)}" if others else ""
+    raise ValueError(
+        f"no weights file ({' or '.join(WEIGHT_FILE_NAMES)}, or a single other .hdf5) in the "
+        f"model folder {str(folder)!r}{found}"
+    )
+
+
+def _preset_name(preset):
+    if isinstance(preset, str) and preset.lower() in PRESETS:
+        return preset.lower()
+    return None
+
+
+def _unknown(preset):
+    names = ", ".join(repr(name) for name in PRESETS)
+    return (
+        f"`preset` must be one of {names}, or a folder holding options.json and an .hdf5 "
+        f"weight file. Received: preset={preset!r}"
+    )
+
+
+def _package_folder(relative, names):
+    """A folder of the installed package as a real path (copied out of a zip if need be)."""
+    folder = importlib.resources.files("elmo_keras").joinpath(relative)
+    if isinstance(folder, pathlib.Path):
+        return folder
+    copy = default_cache_dir() / "package" / relative  # pragma: no cover - zipped install
+    copy.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (copy / name).write_bytes(folder.joinpath(name).read_bytes())
+    return copy

@@ -1,0 +1,139 @@
+"""Presets: the registry's published names, `resolve_preset`, model folders, and loading a
+published model by name through a loopback mirror (`$ELMO_KERAS_MIRROR`)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from elmo_keras import presets
+from elmo_keras.presets import PRESETS, find_model_files, resolve_preset
+from tests.test_download import FIXTURES, FileServer, serve_presets
+
+PUBLISHED = {
+    "small": "2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway",
+    "medium": "2x2048_256_2048cnn_1xhighway/elmo_2x2048_256_2048cnn_1xhighway",
+    "original": "2x4096_512_2048cnn_2xhighway/elmo_2x4096_512_2048cnn_2xhighway",
+    "original_5.5b": "2x4096_512_2048cnn_2xhighway_5.5B/elmo_2x4096_512_2048cnn_2xhighway_5.5B",
+}
+
+
+@pytest.fixture
+def mirror(monkeypatch, tmp_path):
+    server = serve_presets(FileServer(), monkeypatch, tmp_path)
+    yield server
+    server.stop()
+
+
+def test_the_registry_holds_the_published_file_names_and_sizes(monkeypatch):
+    monkeypatch.delenv("ELMO_KERAS_MIRROR", raising=False)
+    assert set(PRESETS) == {*PUBLISHED, "tiny"}
+    for name, stem in PUBLISHED.items():
+        assert presets.preset_sources(name) == (
+            f"{presets.BASE_URL}{stem}_options.json",
+            f"{presets.BASE_URL}{stem}_weights.hdf5",
+        )
+    assert presets.BASE_URL == "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
+    sizes = {n: (e["lstm_units"], e["projection_dim"], e["n_highway"]) for n, e in PRESETS.items()}
+    assert sizes["small"] == (1024, 128, 1) and sizes["medium"] == (2048, 256, 1)
+    assert sizes["original"] == sizes["original_5.5b"] == (4096, 512, 2)
+    assert "Wikipedia (1.9B)" in PRESETS["original_5.5b"]["trained_on"]
+
+
+@pytest.mark.parametrize(
+    "mirror_value", ["http://mirror.example/elmo", "http://mirror.example/elmo/"]
+)
+def test_the_mirror_replaces_the_base_url(monkeypatch, mirror_value):
+    monkeypatch.setenv("ELMO_KERAS_MIRROR", mirror_value)
+    assert presets.preset_sources("ORIGINAL")[1] == (
+        f"http://mirror.example/elmo/{PUBLISHED['original']}_weights.hdf5"
+    )
+
+
+def test_tiny_is_the_packaged_model():
+    options, weights = resolve_preset("tiny")
+    assert options.read_bytes() == (FIXTURES / "options.json").read_bytes()
+    assert weights.read_bytes() == (FIXTURES / "lm_weights.hdf5").read_bytes()
+    assert weights.parent.parts[-2:] == ("assets", "tiny_allennlp")
+
+
+def test_an_unknown_name_lists_the_known_ones():
+    with pytest.raises(ValueError) as info:
+        resolve_preset("large")
+    message = str(info.value)
+    assert message.startswith("`preset` must be one of ") and "Received: preset='large'" in message
+    for name in PRESETS:
+        assert repr(name) in message
+
+
+def test_model_folders(tmp_path):
+    run = tmp_path / "run"  # what `elmo-keras train` writes
+    run.mkdir()
+    for name in ("options.json", "lm_weights.hdf5", "softmax.hdf5", "vocab.txt"):
+        (run / name).write_text("x")
+    assert resolve_preset(run) == (run / "options.json", run / "lm_weights.hdf5")
+    assert resolve_preset(str(run)) == find_model_files(run)
+    published = tmp_path / "published"  # the two files as AllenNLP names them
+    published.mkdir()
+    for name in ("elmo_2x1024_options.json", "elmo_2x1024_weights.hdf5", "softmax.hdf5"):
+        (published / name).write_text("x")
+    assert find_model_files(published) == (
+        published / "elmo_2x1024_options.json",
+        published / "elmo_2x1024_weights.hdf5",
+    )
+    (published / "other.hdf5").write_text("x")
+    with pytest.raises(
+        ValueError, match=r"no weights file .*: found elmo_2x1024_weights.hdf5, oth"
+    ):
+        find_model_files(published)
+    (run / "options.json").unlink()
+    with pytest.raises(ValueError, match="no options.json in the model folder"):
+        find_model_files(run)
+    with pytest.raises(ValueError, match=r"`folder` must be a folder .* Received: folder="):
+        find_model_files(tmp_path / "missing")
+
+
+def test_the_preset_modules_import_no_tensorflow():
+    code = (
+        "import sys, elmo_keras.presets, elmo_keras.download, elmo_keras.cli.presets; "
+        "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_original_through_the_mirror_equals_the_files_loaded_directly(mirror):
+    from elmo_keras.models import BiLM, load_bilm, load_bilm_preset
+    from elmo_keras.text import batch_to_char_ids
+
+    ids = batch_to_char_ids([["The", "bank", "raised", "rates", "."], ["Rivers", "flood"]])
+    direct = load_bilm(FIXTURES / "options.json", FIXTURES / "lm_weights.hdf5")(ids)
+    by_name = load_bilm_preset("original")(ids)  # the tiny fixture under the original's names
+    np.testing.assert_array_equal(by_name["activations"], direct["activations"])
+    weights_path = f"/elmo/{PUBLISHED['original']}_weights.hdf5"
+    assert [r["status"] for r in mirror.requests(weights_path)] == [200]
+    BiLM.from_preset("original")  # the second time from the cache: no new request
+    assert len(mirror.requests(weights_path)) == 1
+    by_url = load_bilm(
+        mirror.url(f"/elmo/{PUBLISHED['small']}_options.json"),
+        mirror.url(f"/elmo/{PUBLISHED['small']}_weights.hdf5"),
+    )
+    np.testing.assert_array_equal(by_url(ids)["activations"], direct["activations"])
+
+
+def test_elmo_embedding_from_a_preset_and_from_urls(mirror):
+    import tensorflow as tf
+
+    from elmo_keras.models import ElmoEmbedding
+
+    tiny = ElmoEmbedding.from_preset("tiny", input_type="sentences", dropout=0.0)
+    stem = f"/elmo/{PUBLISHED['medium']}"
+    remote = ElmoEmbedding.from_bilm_tf(
+        mirror.url(f"{stem}_options.json"),
+        mirror.url(f"{stem}_weights.hdf5"),
+        input_type="sentences",
+        dropout=0.0,
+    )
+    sentences = tf.constant(["The bank closed early.", "Rivers flood."])
+    assert tiny(sentences).shape == (2, 5, 32)
+    np.testing.assert_array_equal(remote(sentences), tiny(sentences))
