@@ -25,15 +25,28 @@ def add_parser(subparsers):
         help="the quick start: train a small biLM on WikiText-2 for a few minutes, evaluate it, "
         "and embed example sentences (or --model tiny: embed with the bundled model)",
     )
-    parser.add_argument("--model", choices=["wikitext2", "tiny"], default="wikitext2",
-                        help="wikitext2: train one now (default); tiny: the bundled model")
-    parser.add_argument("--minutes", type=float, default=3.0,
-                        help="training time budget for --model wikitext2 (default 3)")
-    parser.add_argument("--eval-tokens", type=int, default=10_000,
-                        help="words of the WikiText-2 test split to evaluate on (default 10000; "
-                             "0: the whole split, 241k words)")
-    parser.add_argument("--output", default="runs/demo",
-                        help="where the trained model goes (default runs/demo)")
+    parser.add_argument(
+        "--model",
+        choices=["wikitext2", "tiny"],
+        default="wikitext2",
+        help="wikitext2: train one now (default); tiny: the bundled model",
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=3.0,
+        help="training time budget for --model wikitext2 (default 3)",
+    )
+    parser.add_argument(
+        "--eval-tokens",
+        type=int,
+        default=10_000,
+        help="words of the WikiText-2 test split to evaluate on (default 10000; "
+        "0: the whole split, 241k words)",
+    )
+    parser.add_argument(
+        "--output", default="runs/demo", help="where the trained model goes (default runs/demo)"
+    )
     return parser
 
 
@@ -55,13 +68,17 @@ def show_embeddings(bilm, label):
     for sentence, v in zip(EXAMPLES, vectors, strict=True):
         print(f"  {v.shape}  {sentence}")
     positions = [s.index(WORD) for s in sentences]
-    print(f"\nCosine similarity of '{WORD}' across contexts (0: money, 1: river, 2: money, "
-          "3: river):")
+    print(
+        f"\nCosine similarity of '{WORD}' across contexts (0: money, 1: river, 2: money, 3: river):"
+    )
     header = "  layer        " + "  ".join(f"{i}-{j}" for i in range(4) for j in range(i + 1, 4))
     print(header)
     for layer in range(vectors[0].shape[0]):
-        sims = [cosine(vectors[i][layer, positions[i]], vectors[j][layer, positions[j]])
-                for i in range(4) for j in range(i + 1, 4)]
+        sims = [
+            cosine(vectors[i][layer, positions[i]], vectors[j][layer, positions[j]])
+            for i in range(4)
+            for j in range(i + 1, 4)
+        ]
         name = "0 (tokens)" if layer == 0 else f"{layer} (LSTM)"
         print(f"  {name:11s}  " + "  ".join(f"{s:.2f}" for s in sims))
     print("  Layer 0 is context-free (always 1.00); the LSTM layers see the sentence.")
@@ -87,8 +104,9 @@ def run(args):
         return 0
     from elmo_keras.training.pipeline import quickstart
 
-    summary = quickstart(args.output, time_budget_s=60 * args.minutes,
-                         eval_tokens=args.eval_tokens or None)
+    summary = quickstart(
+        args.output, time_budget_s=60 * args.minutes, eval_tokens=args.eval_tokens or None
+    )
     folder = pathlib.Path(summary["output_dir"])
     bilm = load_bilm(folder / "options.json", folder / "lm_weights.hdf5")
     show_embeddings(bilm, f"the biLM just trained ({folder})")

@@ -20,8 +20,9 @@ def add_parser(subparsers):
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--unroll-steps", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, help="stop after about this many tokens")
-    parser.add_argument("--tokenization", default="whitespace",
-                        choices=["whitespace", "punctuation"])
+    parser.add_argument(
+        "--tokenization", default="whitespace", choices=["whitespace", "punctuation"]
+    )
     return parser
 
 
@@ -33,13 +34,18 @@ def run(args):
     for name in ("batch_size", "unroll_steps"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be a positive integer")
-    from elmo_keras.training.trainer import evaluate_model, load_language_model
+    from elmo_keras.training.evaluation import evaluate_model
+    from elmo_keras.training.model_files import load_language_model
 
     model, vocabulary = load_language_model(args.model)
     metrics = evaluate_model(
-        model, vocabulary, args.data, batch_size=args.batch_size,
-        unroll_steps=args.unroll_steps, max_tokens=args.max_tokens,
-        tokenization=args.tokenization,
+        model,
+        vocabulary,
+        args.data,
+        batch_size=args.batch_size,
+        unroll_steps=args.unroll_steps,
+        max_tokens=args.max_tokens,
+        tokenization_mode=args.tokenization,
     )
     print(f"forward perplexity:  {metrics['perplexity_forward']:.2f}")
     print(f"backward perplexity: {metrics['perplexity_backward']:.2f}")

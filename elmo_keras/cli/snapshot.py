@@ -16,19 +16,24 @@ def add_parser(subparsers):
         ),
     )
     parser.add_argument("--run", required=True, help="the --output folder of the training run")
-    parser.add_argument("--checkpoint",
-                        help="checkpoint name (e.g. ckpt-2000) or prefix; default: the latest")
+    parser.add_argument(
+        "--checkpoint", help="checkpoint name (e.g. ckpt-2000) or prefix; default: the latest"
+    )
     parser.add_argument("--output", required=True, help="where the weight files go")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace weight files already in --output")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace weight files already in --output"
+    )
     return parser
 
 
 def run(args):
     if not os.path.isfile(os.path.join(args.run, "training_config.json")):
         raise CommandError(f"--run: not a training run (no training_config.json): {args.run}")
-    existing = [name for name in ("options.json", "lm_weights.hdf5")
-                if os.path.exists(os.path.join(args.output, name))]
+    existing = [
+        name
+        for name in ("options.json", "lm_weights.hdf5")
+        if os.path.exists(os.path.join(args.output, name))
+    ]
     if existing and not args.overwrite:
         raise CommandError(
             f"--output {args.output} already holds {', '.join(existing)}; pass --overwrite"
@@ -42,6 +47,7 @@ def run(args):
         written = export_checkpoint(args.run, args.output, args.checkpoint)
     except ValueError as error:
         raise CommandError(str(error)) from None
-    print(f"wrote {args.output}/options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5 from "
-          f"{written}")
+    print(
+        f"wrote {args.output}/options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5 from {written}"
+    )
     return 0

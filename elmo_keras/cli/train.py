@@ -5,6 +5,8 @@ import json
 import os
 
 from elmo_keras.cli import CommandError
+from elmo_keras.text.pretokenize import TOKENIZATION_MODES
+from elmo_keras.training.distribute import STRATEGIES
 
 
 def _positive_int(text):
@@ -39,44 +41,71 @@ def add_parser(subparsers):
     )
     parser.add_argument("--train", help="glob of training text files")
     parser.add_argument("--valid", help="held-out text file: full-softmax perplexity at the end")
-    parser.add_argument("--config", default="small",
-                        help="tiny, cpu, small, medium, original, or a JSON file of bilm-tf "
-                             "options (default: small)")
+    parser.add_argument(
+        "--config",
+        default="small",
+        help="tiny, cpu, small, medium, original, or a JSON file of bilm-tf "
+        "options (default: small)",
+    )
     parser.add_argument("--output", required=True, help="the run's folder")
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument("--steps", type=_positive_int, help="global steps to train")
     stop.add_argument("--epochs", type=_positive_int, help="passes over the training data")
-    parser.add_argument("--time-budget", type=_positive_float, metavar="SECONDS",
-                        help="stop (and checkpoint) after this much training time")
-    parser.add_argument("--batch-size", type=_positive_int, help="global batch (rows)")
-    parser.add_argument("--strategy", default="auto",
-                        choices=["auto", "default", "mirrored", "multi-worker"])
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run in --output from its latest checkpoint")
-    parser.add_argument("--vocab", help="an existing vocabulary file (bilm-tf format)")
-    parser.add_argument("--min-count", type=_positive_int, default=1)
-    parser.add_argument("--max-vocab-size", type=_positive_int)
-    parser.add_argument("--tokenization", default="whitespace",
-                        choices=["whitespace", "punctuation"])
-    parser.add_argument("--n-negative-samples", type=int, metavar="N",
-                        help="sampled-softmax candidates (0: full softmax)")
-    parser.add_argument("--optimizer", choices=["adagrad", "adam"])
-    parser.add_argument("--learning-rate", type=_positive_float)
+    parser.add_argument(
+        "--time-budget",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="stop (and checkpoint) after this much training time",
+    )
+    parser.add_argument("--strategy", default="auto", choices=STRATEGIES)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --output from its latest checkpoint",
+    )
+    _add_data_arguments(parser)
+    _add_model_arguments(parser)
     parser.add_argument("--checkpoint-every", type=_positive_int, default=1000)
     parser.add_argument("--keep-checkpoints", type=_positive_int, default=3)
     parser.add_argument("--log-every", type=_positive_int, default=50)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mixed-precision", choices=["bfloat16"],
-                        help="compute in bfloat16 (GPUs, TPUs)")
-    parser.add_argument("--xla", action="store_true", help="compile each replica's step (XLA)")
-    parser.add_argument("--no-carry-state", action="store_true",
-                        help="start every window from zero LSTM state")
-    parser.add_argument("--eval-max-tokens", type=_positive_int,
-                        help="evaluate --valid on about this many tokens only")
+    parser.add_argument(
+        "--eval-max-tokens",
+        type=_positive_int,
+        help="evaluate --valid on about this many tokens only",
+    )
     return parser
 
 
-def run(args):
+def _add_data_arguments(parser):
+    parser.add_argument("--vocab", help="an existing vocabulary file (bilm-tf format)")
+    parser.add_argument("--min-count", type=_positive_int, default=1)
+    parser.add_argument("--max-vocab-size", type=_positive_int)
+    parser.add_argument("--tokenization", default="whitespace", choices=TOKENIZATION_MODES)
+
+
+def _add_model_arguments(parser):
+    """Overrides of the configuration and how the step runs."""
+    parser.add_argument("--batch-size", type=_positive_int, help="global batch (rows)")
+    parser.add_argument(
+        "--n-negative-samples",
+        type=int,
+        metavar="N",
+        help="sampled-softmax candidates (0: full softmax)",
+    )
+    parser.add_argument("--optimizer", choices=["adagrad", "adam"])
+    parser.add_argument("--learning-rate", type=_positive_float)
+    parser.add_argument(
+        "--mixed-precision", choices=["bfloat16"], help="compute in bfloat16 (GPUs, TPUs)"
+    )
+    parser.add_argument("--xla", action="store_true", help="compile each replica's step (XLA)")
+    parser.add_argument(
+        "--no-carry-state", action="store_true", help="start every window from zero LSTM state"
+    )
+
+
+def _check(args):
+    """Turns the user's mistakes into one-line errors; fills `--train` of a resumed run."""
     from elmo_keras.training.configs import CONFIGS
 
     if args.resume:
@@ -98,23 +127,49 @@ def run(args):
         raise CommandError(f"--valid: file not found: {args.valid}")
     if args.n_negative_samples is not None and args.n_negative_samples < 0:
         raise CommandError("--n-negative-samples must be >= 0")
-    from elmo_keras.training.pipeline import train
+
+
+def _training_run(args):
+    """The command line's `TrainingRun`."""
+    from elmo_keras.training.run_config import TrainingRun
 
     steps = args.steps
     if steps is None and args.epochs is None:
         steps = 10**12  # only the time budget stops the run
-    summary = train(
-        args.train, args.output, config=args.config, valid=args.valid, steps=steps,
-        epochs=args.epochs, batch_size=args.batch_size, strategy=args.strategy,
-        resume=args.resume, seed=args.seed, vocab=args.vocab, min_count=args.min_count,
-        max_vocab_size=args.max_vocab_size, tokenization=args.tokenization,
-        checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
-        time_budget_s=args.time_budget, mixed_precision=args.mixed_precision,
-        jit_compile=args.xla, carry_state=not args.no_carry_state,
-        n_negative_samples=args.n_negative_samples, optimizer=args.optimizer,
-        learning_rate=args.learning_rate, log_every=args.log_every,
+    return TrainingRun(
+        train_files=args.train,
+        output_dir=args.output,
+        config=args.config,
+        valid_files=args.valid,
+        steps=steps,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        strategy=args.strategy,
+        resume=args.resume,
+        seed=args.seed,
+        vocab_file=args.vocab,
+        min_count=args.min_count,
+        max_vocab_size=args.max_vocab_size,
+        tokenization_mode=args.tokenization,
+        checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
+        time_budget_s=args.time_budget,
+        mixed_precision=args.mixed_precision,
+        jit_compile=args.xla,
+        carry_state=not args.no_carry_state,
+        n_negative_samples=args.n_negative_samples,
+        optimizer=args.optimizer,
+        learning_rate=args.learning_rate,
+        log_every=args.log_every,
         eval_max_tokens=args.eval_max_tokens,
     )
+
+
+def run(args):
+    _check(args)
+    from elmo_keras.training.pipeline import train
+
+    summary = train(_training_run(args))
     trainer = summary.pop("trainer")
     result = summary["train"]
     if not trainer.is_chief:

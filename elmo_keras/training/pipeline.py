@@ -1,131 +1,175 @@
-"""End-to-end pretraining: text files -> vocabulary -> trained biLM -> published weight files."""
+"""End-to-end pretraining: text files -> vocabulary -> trained biLM -> published weight files.
 
+`train(TrainingRun(...))` runs it; `export_checkpoint` writes any kept checkpoint of a run in the
+same layout; `quickstart` is the README's WikiText-2 demo.
+"""
+
+import dataclasses
 import json
 import pathlib
 import time
 
+from elmo_keras.files import write_text
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.configs import get_config
 from elmo_keras.training.data import build_vocabulary
+from elmo_keras.training.model_files import MODEL_FILES
+from elmo_keras.training.run_config import TrainingRun, legacy_training_run
+from elmo_keras.training.run_folder import (
+    CHECKPOINTS,
+    CONFIG_FILE,
+    find_checkpoint,
+    has_checkpoints,
+    load_run,
+    save_run,
+)
 
-CONFIG_FILE = "training_config.json"
 
-
-def train(train, output_dir, config="small", valid=None, steps=None, epochs=None,
-          batch_size=None, strategy="auto", resume=False, seed=0, vocab=None, min_count=1,
-          max_vocab_size=None, tokenization="whitespace", checkpoint_every=1000,
-          keep_checkpoints=3, time_budget_s=None, mixed_precision=None, jit_compile=False,
-          carry_state=True, n_negative_samples=None, optimizer=None, learning_rate=None,
-          log_every=50, progress=None, eval_batch_size=16, eval_max_tokens=None, verbose=True):
+def train(run=None, *args, callbacks=None, **kwargs):
     """Pretrains a biLM on text files and writes it in the published layout.
 
-    Writes to `output_dir`: `vocab.txt` (bilm-tf format), `training_config.json`,
+    Writes to `run.output_dir`: `vocab.txt` (bilm-tf format), `training_config.json`,
     `checkpoints/` (rotated), `logs/` (TensorBoard), and at the end `options.json`,
     `lm_weights.hdf5` (bilm-tf hdf5 layout, `n_characters` 262: ready for `elmo-keras embed`,
     AllenNLP and bilm-tf) and `softmax.hdf5` (for `elmo-keras evaluate`).
 
+    The old form, `train(train, output_dir, config=..., steps=..., ...)` with the names of
+    `TrainingRun`'s fields (and `train`, `valid`, `vocab`, `tokenization` for `train_files`,
+    `valid_files`, `vocab_file`, `tokenization_mode`), still works and warns
+    (`DeprecationWarning`).
+
     Args:
-        train: str or list. Glob(s) of text files, one sentence or paragraph per line.
-        output_dir: path. The run's folder.
-        config: str or dict. A named configuration (`tiny`, `cpu`, `small`, `medium`,
-            `original`) or a JSON file / dict of bilm-tf options.
-        valid: path or None. Held-out text: its full-softmax perplexity is reported.
-        steps, epochs: when to stop (at least one of them).
-        batch_size: int or None. Global batch (rows of windows); overrides the configuration.
-        strategy: `"auto"`, `"default"`, `"mirrored"`, `"multi-worker"` or a
-            `tf.distribute.Strategy`.
-        resume: bool. Continue the run in `output_dir` from its latest checkpoint, with its
-            saved configuration, vocabulary and data position.
-        seed: int. Weights, data order and softmax samples.
-        vocab: path or None. An existing vocabulary file (else one is built from `train`).
-        min_count, max_vocab_size: vocabulary building.
-        tokenization: `"whitespace"` (pre-tokenized text) or `"punctuation"`.
-        time_budget_s: float or None. Stop after this much training time.
-        mixed_precision: None or `"bfloat16"`. jit_compile: bool (XLA).
-        carry_state: bool. Truncated backpropagation: carry the LSTM state across windows.
-        n_negative_samples, optimizer, learning_rate: override the configuration.
-        eval_batch_size, eval_max_tokens: the held-out evaluation.
+        run: `TrainingRun`. The settings.
+        callbacks: list of `keras.callbacks.Callback` or None. Passed to `Trainer.fit`.
 
     Returns:
-        A summary dict (training result, held-out perplexities, paths).
+        A summary dict: `train` (what `Trainer.fit` returns), `valid` (held-out perplexities,
+        with `valid_files`), `output_dir`, and `trainer` (the `Trainer`).
+
+    Example:
+    >>> summary = train(TrainingRun("corpus/*.txt", "runs/tiny", config="tiny", steps=10))
+    ... # doctest: +SKIP
     """
-    import tensorflow as tf
-
-    from elmo_keras.training.trainer import Trainer, make_strategy
-
-    output_dir = pathlib.Path(output_dir)
-    config_path = output_dir / CONFIG_FILE
-    if resume:
-        if not config_path.is_file():
-            raise ValueError(
-                f"`resume` needs a previous run in {output_dir} ({CONFIG_FILE} not found)."
-            )
-        saved, vocabulary = _load_run(output_dir)
-        run_config, seed = saved["config"], saved["seed"]
-        tokenization, carry_state = saved["tokenization"], saved["carry_state"]
-    else:
-        if (output_dir / "checkpoints").is_dir() and any((output_dir / "checkpoints").iterdir()):
-            raise ValueError(
-                f"{output_dir} already holds checkpoints: pass `resume` to continue that run, "
-                "or choose a new output folder."
-            )
-        run_config = get_config(config)
-        overrides = {"batch_size": batch_size, "n_negative_samples_batch": n_negative_samples,
-                     "optimizer": optimizer, "learning_rate": learning_rate}
-        run_config.update({k: v for k, v in overrides.items() if v is not None})
-        run_config = get_config(run_config)
-        if vocab is not None:
-            vocabulary = Vocabulary.load(vocab)
-        else:
-            started = time.perf_counter()
-            vocabulary = build_vocabulary(train, min_count, max_vocab_size, tokenization)
-            if verbose:
-                print(f"vocabulary: {len(vocabulary)} tokens "
-                      f"({time.perf_counter() - started:.1f} s)", flush=True)
-    if isinstance(strategy, str):
-        strategy = make_strategy(strategy)
-    trainer = Trainer(run_config, vocabulary, strategy=strategy, seed=seed,
-                      carry_state=carry_state, mixed_precision=mixed_precision,
-                      jit_compile=jit_compile)
-    if trainer.is_chief:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        vocabulary.save(output_dir / "vocab.txt")
-        config_path.write_text(json.dumps({
-            "config": trainer.config, "seed": seed, "tokenization": tokenization,
-            "carry_state": carry_state, "train": train if isinstance(train, str) else list(train),
-        }, indent=2) + "\n", encoding="utf-8")
-    restored = trainer.restore(output_dir / "checkpoints") if resume else None
-    if resume and restored is None:
-        raise ValueError(f"`resume`: no checkpoint found in {output_dir / 'checkpoints'}.")
-    if verbose and trainer.is_chief:
-        replicas = trainer.strategy.num_replicas_in_sync
-        print(f"training on {replicas} replica(s), global batch {trainer.batch_size} x "
-              f"{trainer.unroll_steps} tokens, {type(trainer.strategy).__name__}"
-              + (f", resumed from {restored}" if restored else ""), flush=True)
-    result = trainer.fit(
-        train, steps=steps, epochs=epochs, output_dir=output_dir,
-        checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints,
-        time_budget_s=time_budget_s, log_every=log_every, tokenization=tokenization,
-        progress=progress,
-    )
-    summary = {"train": result, "output_dir": str(output_dir)}
-    if valid is not None:
+    if not isinstance(run, TrainingRun) or args or kwargs:
+        run = legacy_training_run(args if run is None else (run, *args), kwargs)
+    run, config, vocabulary = _run_settings(run)
+    trainer = _start(run, config, vocabulary)
+    summary = {"train": _fit(trainer, run, callbacks), "output_dir": str(run.output_dir)}
+    if run.valid_files is not None:
         summary["valid"] = trainer.evaluate(
-            valid, batch_size=eval_batch_size, max_tokens=eval_max_tokens,
-            tokenization=tokenization,
+            run.valid_files, run.eval_batch_size, run.eval_max_tokens, run.tokenization_mode
         )
     if trainer.is_chief:
-        trainer.export(output_dir)
+        trainer.export(run.output_dir)
     summary["trainer"] = trainer
-    del tf
     return summary
 
 
-def _load_run(run_dir):
-    """A run folder's saved settings (`training_config.json`) and its vocabulary."""
-    run_dir = pathlib.Path(run_dir)
-    saved = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
-    return saved, Vocabulary.load(run_dir / "vocab.txt")
+def _start(run, config, vocabulary):
+    """The run's `Trainer`: the run folder written (chief), the checkpoint restored (resume)."""
+    from elmo_keras.training.distribute import make_strategy
+    from elmo_keras.training.trainer import Trainer
+
+    strategy = make_strategy(run.strategy) if isinstance(run.strategy, str) else run.strategy
+    trainer = Trainer(
+        config,
+        vocabulary,
+        strategy=strategy,
+        seed=run.seed,
+        carry_state=run.carry_state,
+        mixed_precision=run.mixed_precision,
+        jit_compile=run.jit_compile,
+    )
+    output_dir = pathlib.Path(run.output_dir)
+    if trainer.is_chief:
+        settings = (run.seed, run.tokenization_mode, run.carry_state, run.train_files)
+        save_run(output_dir, trainer.config, vocabulary, *settings)
+    restored = trainer.restore(output_dir / CHECKPOINTS) if run.resume else None
+    if run.resume and restored is None:
+        raise ValueError(f"`resume`: no checkpoint found in {output_dir / CHECKPOINTS}.")
+    if run.verbose and trainer.is_chief:
+        _announce(trainer, restored)
+    return trainer
+
+
+def _fit(trainer, run, callbacks):
+    return trainer.fit(
+        run.train_files,
+        steps=run.steps,
+        epochs=run.epochs,
+        output_dir=run.output_dir,
+        checkpoint_every=run.checkpoint_every,
+        keep_checkpoints=run.keep_checkpoints,
+        time_budget_s=run.time_budget_s,
+        log_every=run.log_every,
+        tokenization_mode=run.tokenization_mode,
+        progress=run.progress,
+        callbacks=callbacks,
+    )
+
+
+def _announce(trainer, restored):
+    replicas = trainer.strategy.num_replicas_in_sync
+    print(
+        f"training on {replicas} replica(s), global batch {trainer.batch_size} x "
+        f"{trainer.unroll_steps} tokens, {type(trainer.strategy).__name__}"
+        + (f", resumed from {restored}" if restored else ""),
+        flush=True,
+    )
+
+
+def _run_settings(run):
+    """`(run, configuration, vocabulary)`: a resumed run's saved ones, else new ones.
+
+    A resumed run keeps its saved seed, tokenization mode and `carry_state` (the returned `run`
+    has them); a new run must not write into a folder that holds checkpoints.
+    """
+    output_dir = pathlib.Path(run.output_dir)
+    if run.resume:
+        if not (output_dir / CONFIG_FILE).is_file():
+            raise ValueError(
+                f"`resume` needs a previous run in {output_dir} ({CONFIG_FILE} not found)."
+            )
+        saved, vocabulary = load_run(output_dir)
+        run = dataclasses.replace(
+            run,
+            seed=saved["seed"],
+            tokenization_mode=saved["tokenization_mode"],
+            carry_state=saved["carry_state"],
+        )
+        return run, saved["config"], vocabulary
+    if has_checkpoints(output_dir):
+        raise ValueError(
+            f"{output_dir} already holds checkpoints: pass `resume` to continue that run, "
+            "or choose a new output folder."
+        )
+    return run, _new_config(run), _vocabulary(run)
+
+
+def _new_config(run):
+    """The named or given configuration with the run's overrides, checked."""
+    config = get_config(run.config)
+    overrides = {
+        "batch_size": run.batch_size,
+        "n_negative_samples_batch": run.n_negative_samples,
+        "optimizer": run.optimizer,
+        "learning_rate": run.learning_rate,
+    }
+    config.update({k: v for k, v in overrides.items() if v is not None})
+    return get_config(config)
+
+
+def _vocabulary(run):
+    if run.vocab_file is not None:
+        return Vocabulary.load(run.vocab_file)
+    started = time.perf_counter()
+    vocabulary = build_vocabulary(
+        run.train_files, run.min_count, run.max_vocab_size, run.tokenization_mode
+    )
+    if run.verbose:
+        seconds = time.perf_counter() - started
+        print(f"vocabulary: {len(vocabulary)} tokens ({seconds:.1f} s)", flush=True)
+    return vocabulary
 
 
 def export_checkpoint(run_dir, output_dir, checkpoint=None):
@@ -147,35 +191,17 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
     """
     import tensorflow as tf
 
-    from elmo_keras.training.trainer import Trainer
+    from elmo_keras.training.configs import normalize_config
+    from elmo_keras.training.model_files import export_model
+    from elmo_keras.training.state import TrainingState
 
-    run_dir = pathlib.Path(run_dir)
-    config_path = run_dir / CONFIG_FILE
-    if not config_path.is_file():
-        raise ValueError(
-            f"`run_dir` must be the folder of an `elmo-keras train` run; {config_path} was not "
-            f"found. Received: run_dir={str(run_dir)!r}"
-        )
-    checkpoints = run_dir / "checkpoints"
-    if checkpoint is None:
-        checkpoint = tf.train.latest_checkpoint(str(checkpoints))
-        if checkpoint is None:
-            raise ValueError(f"No checkpoint in {checkpoints}.")
-    elif not pathlib.Path(f"{checkpoint}.index").is_file():
-        if pathlib.Path(f"{checkpoints / checkpoint}.index").is_file():
-            checkpoint = str(checkpoints / checkpoint)
-        else:
-            kept = sorted(p.name[: -len(".index")] for p in checkpoints.glob("*.index"))
-            raise ValueError(
-                f"`checkpoint` must name a checkpoint of {checkpoints} (kept: "
-                f"{', '.join(kept) or 'none'}). Received: checkpoint={checkpoint!r}"
-            )
-    saved, vocabulary = _load_run(run_dir)
-    trainer = Trainer(saved["config"], vocabulary, strategy=tf.distribute.get_strategy(),
-                      seed=saved["seed"], carry_state=saved["carry_state"])
-    trainer.checkpoint.restore(str(checkpoint)).assert_existing_objects_matched()
-    trainer.export(output_dir)
-    return str(checkpoint)
+    saved, vocabulary = load_run(run_dir)
+    checkpoint = find_checkpoint(run_dir, checkpoint)
+    config = normalize_config(saved["config"])
+    state = TrainingState(config, len(vocabulary), tf.distribute.get_strategy(), saved["seed"])
+    state.restore(checkpoint)
+    export_model(state.model, vocabulary, output_dir)
+    return checkpoint
 
 
 def _test_prefix(test_path, max_tokens, destination):
@@ -189,12 +215,20 @@ def _test_prefix(test_path, max_tokens, destination):
             tokens += len(line.split())
             if max_tokens is not None and tokens >= max_tokens:
                 break
-    pathlib.Path(destination).write_text("".join(lines), encoding="utf-8")
+    write_text(destination, "".join(lines))
     return len(lines), tokens
 
 
-def quickstart(output_dir, time_budget_s=180, data_dir=None, config="cpu", eval_tokens=50_000,
-               min_count=3, seed=0, verbose=True):
+def quickstart(
+    output_dir,
+    time_budget_s=180,
+    data_dir=None,
+    config="cpu",
+    eval_tokens=50_000,
+    min_count=3,
+    seed=0,
+    verbose=True,
+):
     """Trains a small biLM on WikiText-2 for a bounded time on the CPU and evaluates it.
 
     Steps: fetch WikiText-2 (`datasets.wikitext2`), build the vocabulary of its training split,
@@ -209,31 +243,26 @@ def quickstart(output_dir, time_budget_s=180, data_dir=None, config="cpu", eval_
         A dict with the perplexities (forward, backward, average), the unigram baseline, the
         training statistics and the output paths (also written to `summary.json`).
     """
-    from elmo_keras.training.baselines import unigram_perplexity
     from elmo_keras.training.datasets import wikitext2
 
     output_dir = pathlib.Path(output_dir)
     paths = wikitext2(local_dir=data_dir)
-    summary = train(
-        str(paths["train"]), output_dir, config=config, epochs=None, steps=10**9,
-        time_budget_s=time_budget_s, seed=seed, checkpoint_every=500, log_every=50,
-        min_count=min_count, verbose=verbose,
+    run = TrainingRun(
+        str(paths["train"]),
+        output_dir,
+        config=config,
+        steps=10**9,
+        seed=seed,
+        time_budget_s=time_budget_s,
+        checkpoint_every=500,
+        log_every=50,
+        min_count=min_count,
+        verbose=verbose,
     )
+    summary = train(run)
     trainer = summary.pop("trainer")
     output_dir.mkdir(parents=True, exist_ok=True)
-    test_file = output_dir / "test_prefix.txt"
-    n_lines, n_words = _test_prefix(paths["test"], eval_tokens, test_file)
-    started = time.perf_counter()
-    test = trainer.evaluate(str(test_file), batch_size=16)
-    test["seconds"] = time.perf_counter() - started
-    test["lines"], test["words"] = n_lines, n_words
-    unigram = unigram_perplexity(str(paths["train"]), str(test_file), trainer.vocabulary)
-    bilm = trainer.bilm
-    from elmo_keras.text.char_ids import batch_to_char_ids
-
-    sentences = [["The", "game", "was", "released", "in", "Japan", "."],
-                 ["The", "river", "flows", "into", "the", "sea", "."]]
-    activations = bilm(batch_to_char_ids(sentences))["activations"]
+    test, unigram = _test_perplexities(trainer, paths, output_dir, eval_tokens)
     result = {
         "config": config,
         "time_budget_s": time_budget_s,
@@ -241,16 +270,41 @@ def quickstart(output_dir, time_budget_s=180, data_dir=None, config="cpu", eval_
         "test": test,
         "unigram_perplexity": unigram,
         "vocabulary_size": len(trainer.vocabulary),
-        "embedding_shape": list(activations.shape),
+        "embedding_shape": _example_embedding_shape(trainer.bilm),
         "output_dir": str(output_dir),
-        "files": {name: str(output_dir / name) for name in
-                  ("options.json", "lm_weights.hdf5", "vocab.txt", "softmax.hdf5")},
+        "files": {name: str(output_dir / name) for name in MODEL_FILES},
     }
-    (output_dir / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_text(output_dir / "summary.json", json.dumps(result, indent=2) + "\n")
     if verbose:
         print(
-            f"WikiText-2 test ({n_words} words, {n_lines} lines): perplexity forward "
+            f"WikiText-2 test ({test['words']} words, {test['lines']} lines): perplexity forward "
             f"{test['perplexity_forward']:.1f}, backward {test['perplexity_backward']:.1f}, "
-            f"average {test['perplexity']:.1f}; unigram {unigram:.1f}", flush=True,
+            f"average {test['perplexity']:.1f}; unigram {unigram:.1f}",
+            flush=True,
         )
     return result
+
+
+def _test_perplexities(trainer, paths, output_dir, eval_tokens):
+    """The biLM's and a unigram model's perplexity on the first lines of the test split."""
+    from elmo_keras.training.baselines import unigram_perplexity
+
+    test_file = output_dir / "test_prefix.txt"
+    n_lines, n_words = _test_prefix(paths["test"], eval_tokens, test_file)
+    started = time.perf_counter()
+    test = trainer.evaluate(str(test_file), batch_size=16)
+    test["seconds"] = time.perf_counter() - started
+    test["lines"], test["words"] = n_lines, n_words
+    unigram = unigram_perplexity(str(paths["train"]), str(test_file), trainer.vocabulary)
+    return test, unigram
+
+
+def _example_embedding_shape(bilm):
+    """Embeds two example sentences (a smoke test of the trained biLM); returns the shape."""
+    from elmo_keras.text.char_ids import batch_to_char_ids
+
+    sentences = [
+        ["The", "game", "was", "released", "in", "Japan", "."],
+        ["The", "river", "flows", "into", "the", "sea", "."],
+    ]
+    return list(bilm(batch_to_char_ids(sentences))["activations"].shape)

@@ -1,109 +1,81 @@
 """Pretraining the biLM under any `tf.distribute` strategy, with exact resume.
 
-One global step = one global batch of windows (`batch_size` rows of `unroll_steps` tokens),
-split over the replicas row-wise. Each replica computes the sum of its tokens' negative
-log-likelihoods divided by the *global* number of real tokens, so the replicas' gradients add up
-to the gradient of the global mean: 2 replicas with half batches take the same step as 1 replica
-with the whole batch (up to float round-off). The gradients are clipped by their global norm
-after that sum. The sampled softmax draws its candidates from a stateless generator keyed by
-`(seed, step)`: the same candidates on every replica and after a resume.
+One global step = one global batch of windows, split over the replicas row-wise. Each replica
+divides its tokens' summed negative log-likelihood by the *global* token count, so the replicas'
+gradients add up to the gradient of the global mean (2 replicas with half batches step like 1
+with the whole batch); they are clipped by their global norm after that sum. The sampled
+softmax's candidates come from a stateless generator keyed by `(seed, step)`. The LSTM state
+carried from window to window is checkpointed with the weights, the optimizer and the step,
+which is also the data position (`state.TrainingState`): a stopped run resumes exactly.
 
-The LSTM state carried from window to window lives in two variables holding the whole global
-batch (each replica reads its rows and all-gathers the new state), so it is checkpointed with the
-weights, the optimizer and the step, and the step is the data position. A run stopped at step
-`k` (a signal, a time budget or a crash after a checkpoint) and resumed continues exactly.
+The step is hand-written rather than left to `keras.Model.fit` for the clipping after the
+cross-replica sum, the carried state and the stop votes riding on the step's all-reduce. `fit`
+is a short loop of named pieces: `StopRequests`, `MetricsLogger`, `TrainingCallbacks`.
 """
 
-import json
-import math
-import os
+import dataclasses
+import functools
 import pathlib
-import shutil
-import signal
 import sys
-import time
 
-import keras
-import numpy as np
 import tensorflow as tf
 
-from elmo_keras.models.bilm import BiLM
-from elmo_keras.models.language_model import LanguageModel
-from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.configs import architecture_options, normalize_config
-from elmo_keras.training.data import SentenceStream, WindowPacker, expand_files, make_dataset
-
-STRATEGIES = ("auto", "default", "mirrored", "multi-worker")
-WEIGHTS_FILE = "lm_weights.hdf5"
-OPTIONS_FILE = "options.json"
-VOCAB_FILE = "vocab.txt"
-SOFTMAX_FILE = "softmax.hdf5"
-CONFIG_FILE = "training_config.json"
-
-
-def make_strategy(name="auto"):
-    """A `tf.distribute` strategy by name.
-
-    `"auto"`: `MultiWorkerMirroredStrategy` when `TF_CONFIG` names more than one worker,
-    `MirroredStrategy` over all GPUs when there are several, else the default strategy (one
-    device). `"mirrored"`: every local GPU (or, without GPUs, every logical CPU device).
-    `"multi-worker"`: `MultiWorkerMirroredStrategy` from `TF_CONFIG`.
-    """
-    if name not in STRATEGIES:
-        raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={name!r}")
-    if name == "auto":
-        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
-        n_workers = len(cluster.get("worker", [])) + len(cluster.get("chief", []))
-        if n_workers > 1:
-            name = "multi-worker"
-        elif len(tf.config.list_logical_devices("GPU")) > 1:
-            name = "mirrored"
-        else:
-            name = "default"
-    if name == "default":
-        return tf.distribute.get_strategy()
-    if name == "multi-worker":
-        if "TF_CONFIG" not in os.environ:
-            raise ValueError("`strategy='multi-worker'` needs the TF_CONFIG environment variable.")
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    gpus = tf.config.list_logical_devices("GPU")
-    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
-    return tf.distribute.MirroredStrategy(devices)
+from elmo_keras.training import distribute
+from elmo_keras.training.callbacks import TrainingCallbacks
+from elmo_keras.training.configs import normalize_config
+from elmo_keras.training.data import (
+    TOKENIZATION_RENAMED,
+    SentenceStream,
+    expand_files,
+    no_other_arguments,
+)
+from elmo_keras.training.distribute import STRATEGIES, make_strategy  # noqa: F401 (old home)
+from elmo_keras.training.evaluation import evaluate_model
+from elmo_keras.training.metrics import MetricsLogger, step_logs
+from elmo_keras.training.model_files import export_model, load_language_model  # noqa: F401
+from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
+from elmo_keras.training.state import TrainingState
+from elmo_keras.training.stopping import STOP_REASONS, StopRequests, stop_reason
+from elmo_keras.training.windows import WindowPacker, make_dataset
+from elmo_keras.validation import check_choice, check_int, check_number, renamed_argument
 
 
-def _is_chief(strategy):
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.cluster_spec().as_dict():
-        return True
-    task_type, task_id = resolver.task_type, resolver.task_id
-    return task_type == "chief" or (
-        task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().jobs
-    )
+def _next_batch(iterator):
+    """The next batch, or None at the end of the data."""
+    try:
+        return next(iterator)
+    except (StopIteration, tf.errors.OutOfRangeError):
+        return None
 
 
-def _num_workers(strategy):
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None:
-        return 1
-    jobs = resolver.cluster_spec().as_dict()
-    return max(1, sum(len(jobs.get(name, ())) for name in ("chief", "worker")))
+def _check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every):
+    if steps is None and epochs is None:
+        raise ValueError("Give `steps` or `epochs` (or both).")
+    names = ("steps", "epochs", "checkpoint_every", "keep_checkpoints", "log_every")
+    for name, value in zip(names, (steps, epochs, checkpoint_every, keep, log_every), strict=True):
+        if value is not None or name not in ("steps", "epochs"):
+            check_int(name, value)
+    if time_budget_s is not None:
+        check_number("time_budget_s", time_budget_s, minimum=0.0)
 
 
-def _worker_id(strategy):
-    resolver = getattr(strategy, "cluster_resolver", None)
-    return 0 if resolver is None or resolver.task_id is None else int(resolver.task_id)
+@dataclasses.dataclass
+class _Fit:
+    """What one `Trainer.fit` call works with, handed from step to step."""
 
-
-def _make_optimizer(config):
-    name = config["optimizer"]
-    lr = float(config["learning_rate"])
-    if name == "adagrad":
-        return keras.optimizers.Adagrad(learning_rate=lr, initial_accumulator_value=1.0)
-    return keras.optimizers.Adam(learning_rate=lr)
+    steps: int | None
+    log_every: int
+    checkpoint_every: int
+    manager: tf.train.CheckpointManager | None
+    logger: MetricsLogger
+    hooks: TrainingCallbacks
+    requests: StopRequests
 
 
 class Trainer:
     """Trains a `LanguageModel` on windows of text under a `tf.distribute` strategy.
+
+    `trainer.model`, `.optimizer`, `.step`, `.state_h`, `.state_c`: see `TrainingState`.
 
     Args:
         config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
@@ -115,10 +87,22 @@ class Trainer:
         mixed_precision: None or `"bfloat16"` (compute in bfloat16, variables and softmax in
             float32; no loss scaling needed). For GPUs and TPUs.
         jit_compile: bool. Compile each replica's forward and backward pass with XLA.
+
+    Example:
+    >>> trainer = Trainer(get_config("tiny"), Vocabulary.load("vocab.txt"))  # doctest: +SKIP
+    >>> trainer.fit("data/*.txt", steps=100, output_dir="run")  # doctest: +SKIP
     """
 
-    def __init__(self, config, vocabulary, strategy=None, seed=0, carry_state=True,
-                 mixed_precision=None, jit_compile=False):
+    def __init__(
+        self,
+        config,
+        vocabulary,
+        strategy=None,
+        seed=0,
+        carry_state=True,
+        mixed_precision=None,
+        jit_compile=False,
+    ):
         self.config = normalize_config(config)
         self.vocabulary = vocabulary
         self.config["n_tokens_vocab"] = len(vocabulary)
@@ -126,12 +110,7 @@ class Trainer:
         self.seed = int(seed)
         self.carry_state = bool(carry_state)
         self.jit_compile = bool(jit_compile)
-        if mixed_precision not in (None, "bfloat16"):
-            raise ValueError(
-                "`mixed_precision` must be None or 'bfloat16'. "
-                f"Received: mixed_precision={mixed_precision!r}"
-            )
-        self.mixed_precision = mixed_precision
+        self.mixed_precision = check_choice("mixed_precision", mixed_precision, (None, "bfloat16"))
         replicas = self.strategy.num_replicas_in_sync
         self.batch_size = int(self.config["batch_size"])
         if self.batch_size % replicas:
@@ -142,96 +121,67 @@ class Trainer:
         self.per_replica_batch = self.batch_size // replicas
         self.unroll_steps = int(self.config["unroll_steps"])
         self.max_chars = int(self.config["char_cnn"]["max_characters_per_token"])
-        self.is_chief = _is_chief(self.strategy)
-        self.multi_worker = _num_workers(self.strategy) > 1
-        self._build()
-
-    # ------------------------------------------------------------------------------ building
-
-    def _build(self):
-        config = self.config
-        kwargs = {"dropout": float(config.get("dropout", 0.0))}
-        if self.mixed_precision:
-            kwargs["dtype"] = "mixed_bfloat16"
-        with self.strategy.scope():
-            keras.utils.set_random_seed(self.seed)
-            bilm = BiLM.from_options(architecture_options(config), **kwargs)
-            self.model = LanguageModel(
-                bilm, len(self.vocabulary), int(config.get("n_negative_samples_batch") or 0)
-            )
-            self.model.build()
-            self.optimizer = _make_optimizer(config)
-            self.optimizer.build(self.model.trainable_variables)
-            self.step = tf.Variable(
-                0, dtype=tf.int64, trainable=False, name="step",
-                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )
-            n_layers, dim, units = bilm.n_layers, bilm.projection_dim, bilm.lstm_units
-            self.state_h = tf.Variable(
-                tf.zeros([self.batch_size, 2, n_layers, dim]), trainable=False,
-                name="state_h", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )
-            self.state_c = tf.Variable(
-                tf.zeros([self.batch_size, 2, n_layers, units]), trainable=False,
-                name="state_c", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )
-        self.checkpoint = tf.train.Checkpoint(
-            model=list(self.model.variables),
-            optimizer=list(self.optimizer.variables),
-            step=self.step,
-            state_h=self.state_h,
-            state_c=self.state_c,
+        self.is_chief = distribute.is_chief(self.strategy)
+        self.multi_worker = distribute.num_workers(self.strategy) > 1
+        self.state = TrainingState(
+            self.config, len(vocabulary), self.strategy, self.seed, mixed_precision
         )
+        state = self.state
+        self.model, self.optimizer, self.checkpoint = state.model, state.optimizer, state.checkpoint
+        self.step, self.state_h, self.state_c = state.step, state.state_h, state.state_c
         self._train_step = None
-        self._eval_step = None
 
     @property
     def bilm(self):
         return self.model.bilm
 
+    @property
+    def global_step(self):
+        """The number of steps taken (restored with a checkpoint), a Python int."""
+        return int(self.step.numpy())
+
     # --------------------------------------------------------------------------- the step
 
     def _forward_backward(self, batch, state_h, state_c, candidates, denominator):
-        model = self.model
-        variables = model.trainable_variables
+        variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            forward, backward, mask, new_h, new_c = model.encode(
-                batch["forward_char_ids"], batch["backward_char_ids"], state_h, state_c,
-                training=True,
-            )
-            nll_fw = tf.reduce_sum(
-                model.token_losses(forward, batch["forward_targets"], mask,
-                                   candidates=candidates)
-            )
-            nll_bw = tf.reduce_sum(
-                model.token_losses(backward, batch["backward_targets"], mask,
-                                   candidates=candidates)
-            )
-            loss = 0.5 * (nll_fw + nll_bw) / denominator
+            out = self.model.window_nll(batch, state_h, state_c, candidates, training=True)
+            loss = 0.5 * (out["forward_nll"] + out["backward_nll"]) / denominator
         grads = tape.gradient(loss, variables)
         grads = [
             tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
             for g, v in zip(grads, variables, strict=True)
         ]
-        return grads, nll_fw, nll_bw, new_h, new_c
+        return grads, out["forward_nll"], out["backward_nll"], out["state_h"], out["state_c"]
+
+    def _apply_clipped(self, ctx, grads):
+        """Applies the gradients clipped by the global norm of their cross-replica sum."""
+        summed = grads
+        if ctx.num_replicas_in_sync > 1:
+            summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        clip = float(self.config.get("all_clip_norm_val") or 0.0)
+        norm = tf.linalg.global_norm(summed)
+        scale = clip / tf.maximum(norm, clip) if clip > 0 else tf.constant(1.0)
+        # Keras' optimizer sums the replicas' gradients itself: hand it each replica's share.
+        self.optimizer.apply_gradients(
+            zip([g * scale for g in grads], self.model.trainable_variables, strict=True)
+        )
+        return norm
 
     def _replica_step(self, batch, step, stop_votes):
         ctx = tf.distribute.get_replica_context()
-        rows = self.per_replica_batch
-        mask = tf.not_equal(batch["forward_char_ids"][:, :, 0], 0)
+        mask = self.model.token_mask(batch["forward_char_ids"])
         local_tokens = tf.reduce_sum(tf.cast(mask, tf.float32))
         # One all-reduce carries the token count and every worker's request to stop (a signal,
-        # its own clock's time budget), so that all workers stop after the same step.
+        # its own clock's time budget, a callback), so that all workers stop after the same step.
         totals = ctx.all_reduce(
             tf.distribute.ReduceOp.SUM, tf.concat([local_tokens[None], stop_votes], axis=0)
         )
         denominator = tf.maximum(totals[0], 1.0)
         if self.carry_state:
-            start = tf.cast(ctx.replica_id_in_sync_group, tf.int32) * rows
-            state_h = self.state_h[start : start + rows]
-            state_c = self.state_c[start : start + rows]
+            state_h, state_c = self.state.replica_rows(ctx, self.per_replica_batch)
         else:
-            state_h, state_c = self.model.zero_state(rows)
+            state_h, state_c = self.model.zero_state(self.per_replica_batch)
         # Drawn outside the compiled part: XLA's stateless random numbers differ from the
         # graph's, and the candidates must not depend on `jit_compile`.
         candidates = self.model.sample_candidates(
@@ -243,39 +193,25 @@ class Trainer:
         grads, nll_fw, nll_bw, new_h, new_c = compute(
             batch, state_h, state_c, candidates, denominator
         )
-        summed = grads
-        if ctx.num_replicas_in_sync > 1:
-            summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        clip = float(self.config.get("all_clip_norm_val") or 0.0)
-        norm = tf.linalg.global_norm(summed)
-        scale = clip / tf.maximum(norm, clip) if clip > 0 else tf.constant(1.0)
-        # Keras' optimizer sums the replicas' gradients itself: hand it each replica's share.
-        self.optimizer.apply_gradients(
-            zip([g * scale for g in grads], self.model.trainable_variables, strict=True)
-        )
+        norm = self._apply_clipped(ctx, grads)
         if self.carry_state:
-            new_h = tf.cast(new_h, tf.float32)
-            new_c = tf.cast(new_c, tf.float32)
-            if ctx.num_replicas_in_sync > 1:
-                new_h = ctx.all_gather(new_h, axis=0)
-                new_c = ctx.all_gather(new_c, axis=0)
-            self.state_h.assign(new_h)
-            self.state_c.assign(new_c)
+            self.state.carry(ctx, new_h, new_c)
         return nll_fw, nll_bw, local_tokens, norm, totals[1:]
 
     def _make_train_step(self):
         """The global step: `train_step(batch, stop_votes=None)`.
 
-        `stop_votes` is a float32 vector `[signal, time]` of this worker's requests to stop (1.0
-        or 0.0). Returns the global forward and backward NLL sums, the global token count, the
-        mean gradient norm and the votes summed over all replicas of all workers.
+        `stop_votes` is a float32 vector of this worker's requests to stop, one per reason of
+        `stopping.STOP_REASONS` (1.0 or 0.0). Returns the global forward and backward NLL sums,
+        the global token count, the mean gradient norm and the votes summed over all replicas
+        of all workers.
         """
         strategy = self.strategy
 
         @tf.function
         def train_step(batch, stop_votes=None):
             if stop_votes is None:
-                stop_votes = tf.zeros([2])
+                stop_votes = tf.zeros([len(STOP_REASONS)])
             step = self.step.read_value()
             nll_fw, nll_bw, tokens, norm, votes = strategy.run(
                 self._replica_step, args=(batch, step, stop_votes)
@@ -292,329 +228,167 @@ class Trainer:
 
         return train_step
 
-    # -------------------------------------------------------------------------------- data
+    def _run_step(self, batch, requests):
+        """One global step; returns its logs and the votes to stop of all workers."""
+        *values, votes = self._train_step(batch, tf.constant(requests.votes()))
+        return step_logs(*(float(x) for x in values)), [float(v) for v in votes.numpy()]
 
-    def _stream(self, pattern, epochs, tokenization, shuffle_buffer):
+    # ----------------------------------------------------------------- data, checkpoints
+
+    def _dataset(self, pattern, epochs, tokenization_mode, shuffle_buffer, skip):
+        """The distributed dataset of the run, `skip` global batches in (the resumed step)."""
+        sizes = (self.batch_size, self.unroll_steps, self.max_chars)
+        stream = functools.partial(
+            SentenceStream, pattern, tokenization_mode, True, shuffle_buffer, self.seed, epochs
+        )
+
         def packer():
-            sentences = SentenceStream(
-                pattern, tokenization=tokenization, shuffle=True,
-                shuffle_buffer=shuffle_buffer, seed=self.seed, epochs=epochs,
-            )
-            return WindowPacker(
-                sentences, self.vocabulary, self.batch_size, self.unroll_steps, self.max_chars
-            )
+            return WindowPacker(stream(), self.vocabulary, *sizes)
 
-        return packer
-
-    # ------------------------------------------------------------------------- checkpoints
-
-    def _manager(self, directory, keep):
-        directory = pathlib.Path(directory)
-        if not self.is_chief:  # every worker saves (a collective), only the chief keeps it
-            directory = directory / f".worker-{_worker_id(self.strategy)}"
-        return tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=keep)
+        return self.strategy.distribute_datasets_from_function(
+            lambda ctx: make_dataset(packer, *sizes, skip, ctx)
+        )
 
     def save_checkpoint(self, manager):
-        path = manager.save(checkpoint_number=int(self.step.numpy()))
-        if not self.is_chief:
-            shutil.rmtree(manager.directory, ignore_errors=True)
-        return path
+        """Saves a checkpoint numbered by the step (on every worker; the chief's is kept)."""
+        return self.state.save(manager)
 
     def restore(self, checkpoint_dir):
         """Restores the latest checkpoint of `checkpoint_dir`; returns its path or None."""
-        latest = tf.train.latest_checkpoint(str(checkpoint_dir))
-        if latest is not None:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
-        return latest
+        return self.state.restore_latest(checkpoint_dir)
 
     # ---------------------------------------------------------------------------- training
 
-    def fit(self, train, steps=None, epochs=None, output_dir=None, checkpoint_every=1000,
-            keep_checkpoints=3, time_budget_s=None, log_every=50, tokenization="whitespace",
-            shuffle_buffer=10000, progress=None, on_step=None, handle_signals=True):
+    def fit(
+        self,
+        train,
+        steps=None,
+        epochs=None,
+        output_dir=None,
+        checkpoint_every=1000,
+        keep_checkpoints=3,
+        time_budget_s=None,
+        log_every=50,
+        tokenization_mode="whitespace",
+        shuffle_buffer=10000,
+        progress=None,
+        on_step=None,
+        handle_signals=True,
+        callbacks=None,
+        **kwargs,
+    ):
         """Trains until `steps` global steps, the end of `epochs`, the time budget or a signal.
 
         Args:
             train: str or list. Glob(s) of training text files.
-            steps: int or None. The global step to stop at (counted from the run's start, so a
+            steps: int or None. The global step to stop at, counted from the run's start (a
                 resumed run given the same `steps` ends where an uninterrupted one would).
             epochs: int or None. Passes over the data (`None`: repeat).
-            output_dir: path or None. Checkpoints go to `output_dir/checkpoints`, TensorBoard
-                scalars to `output_dir/logs`.
-            checkpoint_every: int. Steps between checkpoints (also saved at the end and on
-                SIGTERM / SIGINT).
+            output_dir: path or None. For `checkpoints/` and `logs/` (TensorBoard).
+            checkpoint_every: int. Steps between checkpoints (also at the end and on a stop).
             keep_checkpoints: int. Checkpoints kept (older ones are deleted).
             time_budget_s: float or None. Stop (and checkpoint) after this many seconds.
             log_every: int. Steps between logged lines / TensorBoard points.
-            tokenization: `"whitespace"` or `"punctuation"`.
+            tokenization_mode: `"whitespace"` or `"punctuation"` (old name: `tokenization`).
+            shuffle_buffer: int. Sentences in the shuffle buffer.
             progress: bool or None. A progress bar (None: when stdout is a terminal).
-            on_step: callable(step, metrics) or None, called after every step.
+            on_step: callable(step, logs) or None, called after every step.
             handle_signals: bool. Checkpoint and stop on SIGTERM / SIGINT.
+            callbacks: list of `keras.callbacks.Callback` or None. When each hook is called and
+                with which logs: `elmo_keras.training.callbacks.TrainingCallbacks`.
 
         Returns:
-            A dict: `steps`, `tokens`, `seconds`, `tokens_per_second`, `stopped`
-            (`"steps"`, `"epochs"`, `"time"` or `"signal"`), `train_perplexity_forward`,
-            `train_perplexity_backward` (sampled-softmax loss of the last log interval).
+            A dict: `steps`, `tokens`, `seconds`, `tokens_per_second`, `stopped` (`"steps"`,
+            `"epochs"`, `"time"`, `"signal"` or `"callback"`), `train_perplexity_forward` and
+            `train_perplexity_backward` (training softmax, last log interval).
         """
-        if steps is None and epochs is None:
-            raise ValueError("Give `steps` or `epochs` (or both).")
-        for name, value in (("steps", steps), ("epochs", epochs)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        tokenization_mode = renamed_argument(
+            kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "Trainer.fit"
+        )
+        no_other_arguments(kwargs, "Trainer.fit")
+        _check_fit_arguments(
+            steps, epochs, time_budget_s, checkpoint_every, keep_checkpoints, log_every
+        )
         expand_files(train)  # a clear error now rather than inside tf.data
+        start = self.global_step
+        if steps is not None and start >= steps:
+            return MetricsLogger(echo=False).summary(start, "steps")
+        output_dir = None if output_dir is None else pathlib.Path(output_dir)
+        manager = output_dir and self.state.manager(output_dir / CHECKPOINTS, keep_checkpoints)
+        hooks = TrainingCallbacks(callbacks, self.model, on_step)
+        requests = StopRequests(time_budget_s, handle_signals, hooks.stop_requested)
+        logger = self._logger(output_dir, progress, steps, start)
+        fit = _Fit(steps, log_every, checkpoint_every, manager, logger, hooks, requests)
+        dataset = self._dataset(train, epochs, tokenization_mode, shuffle_buffer, start)
+        return self._run(dataset, fit)
+
+    def _run(self, dataset, fit):
+        fit.hooks.train_begin()
+        with fit.requests:
+            stopped = self._train_loop(iter(dataset), fit)
+        fit.logger.close(self.global_step)
+        if fit.manager is not None:
+            self.state.save_unless_saved(fit.manager)
+        summary = fit.logger.summary(self.global_step, stopped)
+        fit.hooks.train_end(summary, fit.logger)
+        return summary
+
+    def _train_loop(self, iterator, fit):
+        """Steps until a stop; returns why (`"steps"`, `"epochs"` or one of `STOP_REASONS`)."""
         if self._train_step is None:
             self._train_step = self._make_train_step()
-        start_step = int(self.step.numpy())
-        manager = writer = None
-        if output_dir is not None:
-            output_dir = pathlib.Path(output_dir)
-            manager = self._manager(output_dir / "checkpoints", keep_checkpoints)
-            if self.is_chief:
-                writer = tf.summary.create_file_writer(str(output_dir / "logs"))
-        if steps is not None and start_step >= steps:
-            return {"steps": start_step, "tokens": 0, "seconds": 0.0, "tokens_per_second": 0.0,
-                    "stopped": "steps"}
+        while fit.steps is None or self.global_step < fit.steps:
+            batch = _next_batch(iterator)
+            if batch is None:
+                return "epochs"
+            epoch = int(self.strategy.experimental_local_results(batch.pop("epoch"))[0])
+            logs, votes = self._run_step(batch, fit.requests)
+            reason = self._after_step(fit, logs, votes, epoch)
+            if reason is not None:
+                return reason
+        return "steps"
 
-        packer = self._stream(train, epochs, tokenization, shuffle_buffer)
-        dataset = self.strategy.distribute_datasets_from_function(
-            lambda ctx: make_dataset(
-                packer, self.batch_size, self.unroll_steps, self.max_chars,
-                skip=start_step, input_context=ctx,
-            )
-        )
-        stop = {"signal": None}
-        previous = {}
-        if handle_signals:
-            def handler(signum, frame):
-                stop["signal"] = signum
+    def _after_step(self, fit, logs, votes, epoch):
+        """Callbacks, metrics and checkpoint of the step just taken; returns a stop reason."""
+        step = self.global_step
+        fit.hooks.step_end(step, logs, epoch, fit.logger)
+        fit.logger.update(step, logs)
+        if step % fit.log_every == 0 or step == fit.steps:
+            fit.logger.write(step)
+        if fit.manager is not None and step % fit.checkpoint_every == 0:
+            self.save_checkpoint(fit.manager)
+        if not self.multi_worker:  # one process: stop right after this step
+            votes = fit.requests.votes()
+        # Several workers decide from everyone's votes taken at the start of this step: all
+        # leave after the same step (a lone worker leaving would keep the others waiting in a
+        # collective) and save the same checkpoint.
+        return stop_reason(votes)
 
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                try:
-                    previous[signum] = signal.signal(signum, handler)
-                except ValueError:  # not the main thread
-                    pass
+    def _logger(self, output_dir, progress, steps, start):
         if progress is None:
             progress = sys.stdout.isatty() and self.is_chief
-        bar = keras.utils.Progbar(steps - start_step, unit_name="step") if (
-            progress and steps) else None
-        started = time.perf_counter()
+        log_dir = output_dir / LOGS if output_dir is not None and self.is_chief else None
+        bar_steps = steps - start if progress and steps else None
+        return MetricsLogger(log_dir, self.optimizer, self.is_chief, bar_steps, start)
 
-        def local_votes():
-            """This process's requests to stop: `[signal, time budget]`, 1.0 or 0.0."""
-            out_of_time = (time_budget_s is not None
-                           and time.perf_counter() - started >= time_budget_s)
-            return [float(stop["signal"] is not None), float(out_of_time)]
+    # -------------------------------------------------------------------- evaluation, output
 
-        interval = {"fw": 0.0, "bw": 0.0, "tokens": 0.0, "time": started}
-        total_tokens = 0.0
-        stopped = "epochs"
-        last = {}
-        try:
-            iterator = iter(dataset)
-            while True:
-                if steps is not None and int(self.step.numpy()) >= steps:
-                    stopped = "steps"
-                    break
-                try:
-                    batch = next(iterator)
-                except (StopIteration, tf.errors.OutOfRangeError):
-                    stopped = "epochs"
-                    break
-                *values, votes = self._train_step(batch, tf.constant(local_votes()))
-                nll_fw, nll_bw, tokens, norm = (float(x) for x in values)
-                signal_votes, time_votes = (float(x) for x in votes.numpy())
-                step = int(self.step.numpy())
-                total_tokens += tokens
-                for key, value in (("fw", nll_fw), ("bw", nll_bw), ("tokens", tokens)):
-                    interval[key] += value
-                metrics = {"forward_nll": nll_fw, "backward_nll": nll_bw, "tokens": tokens,
-                           "grad_norm": norm}
-                if on_step is not None:
-                    on_step(step, metrics)
-                if bar is not None:
-                    elapsed = time.perf_counter() - started
-                    bar.update(step - start_step, values=[
-                        ("loss", 0.5 * (nll_fw + nll_bw) / max(tokens, 1.0)),
-                        ("tokens/s", total_tokens / max(elapsed, 1e-9)),
-                    ])
-                if step % log_every == 0 or (steps is not None and step == steps):
-                    last = self._log(writer, step, interval, bar is None)
-                    interval = {"fw": 0.0, "bw": 0.0, "tokens": 0.0, "time": time.perf_counter()}
-                if manager is not None and step % checkpoint_every == 0:
-                    self.save_checkpoint(manager)
-                if not self.multi_worker:  # one process: stop right after this step
-                    signal_votes, time_votes = local_votes()
-                # Several workers decide from everyone's votes taken at the start of this step:
-                # all leave after the same step (a lone worker leaving would keep the others
-                # waiting in a collective) and save the same checkpoint.
-                if signal_votes > 0:
-                    stopped = "signal"
-                    break
-                if time_votes > 0:
-                    stopped = "time"
-                    break
-        finally:
-            for signum, old in previous.items():
-                signal.signal(signum, old)
-        if interval["tokens"]:
-            last = self._log(writer, int(self.step.numpy()), interval, False)
-        if manager is not None and (
-            manager.latest_checkpoint is None
-            or not manager.latest_checkpoint.endswith(f"-{int(self.step.numpy())}")
-        ):
-            self.save_checkpoint(manager)
-        if writer is not None:
-            writer.flush()
-        seconds = time.perf_counter() - started
-        return {
-            "steps": int(self.step.numpy()),
-            "tokens": int(total_tokens),
-            "seconds": seconds,
-            "tokens_per_second": total_tokens / max(seconds, 1e-9),
-            "stopped": stopped,
-            "train_perplexity_forward": last.get("perplexity_forward"),
-            "train_perplexity_backward": last.get("perplexity_backward"),
-        }
+    def evaluate(
+        self, data, batch_size=16, max_tokens=None, tokenization_mode="whitespace", **kwargs
+    ):
+        """Full-softmax perplexity: `evaluation.evaluate_model` with this run's `unroll_steps`.
 
-    def _log(self, writer, step, interval, echo):
-        tokens = max(interval["tokens"], 1.0)
-        elapsed = max(time.perf_counter() - interval["time"], 1e-9)
-        loss_fw, loss_bw = interval["fw"] / tokens, interval["bw"] / tokens
-        scalars = {
-            "loss": 0.5 * (loss_fw + loss_bw),
-            "perplexity_forward": math.exp(min(loss_fw, 50.0)),
-            "perplexity_backward": math.exp(min(loss_bw, 50.0)),
-            "learning_rate": float(keras.ops.convert_to_numpy(self.optimizer.learning_rate)),
-            "tokens_per_second": interval["tokens"] / elapsed,
-        }
-        if writer is not None:
-            with writer.as_default():
-                for name, value in scalars.items():
-                    _write_scalar(name, value, step)
-        if echo and self.is_chief:
-            print(
-                f"step {step}: loss {scalars['loss']:.4f}, perplexity forward "
-                f"{scalars['perplexity_forward']:.1f} backward {scalars['perplexity_backward']:.1f}"
-                f", {scalars['tokens_per_second']:.0f} tokens/s",
-                flush=True,
-            )
-        return scalars
-
-    # -------------------------------------------------------------------------- evaluation
-
-    def evaluate(self, data, batch_size=16, max_tokens=None, tokenization="whitespace"):
-        """Perplexity with the full softmax (state carried across windows, no dropout).
-
-        Returns:
-            A dict: `perplexity_forward`, `perplexity_backward`, `perplexity` (exp of the mean
-            of both losses, bilm-tf's average), `tokens` (predicted tokens per direction).
+        `tokenization=` is the deprecated name of `tokenization_mode`.
         """
-        return evaluate_model(
-            self.model, self.vocabulary, data, batch_size=batch_size,
-            unroll_steps=self.unroll_steps, max_tokens=max_tokens, tokenization=tokenization,
+        tokenization_mode = renamed_argument(
+            kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "Trainer.evaluate"
         )
-
-    # ----------------------------------------------------------------------------- outputs
+        no_other_arguments(kwargs, "Trainer.evaluate")
+        model, vocabulary, unroll_steps = self.model, self.vocabulary, self.unroll_steps
+        return evaluate_model(
+            model, vocabulary, data, batch_size, unroll_steps, max_tokens, tokenization_mode
+        )
 
     def export(self, output_dir):
         """Writes options.json, lm_weights.hdf5 (published layout), vocab.txt, softmax.hdf5."""
         export_model(self.model, self.vocabulary, output_dir)
-
-
-def _write_scalar(name, value, step):
-    """`tf.summary.scalar` without the tensorboard package (same event-file record)."""
-    from tensorflow.core.framework import summary_pb2
-
-    metadata = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
-    )
-    tf.summary.write(
-        name, tf.constant(value, tf.float32), step=step, metadata=metadata.SerializeToString()
-    )
-
-
-def evaluate_model(model, vocabulary, data, batch_size=16, unroll_steps=20, max_tokens=None,
-                   tokenization="whitespace"):
-    """Full-softmax perplexity of a `LanguageModel` on text files (see `Trainer.evaluate`)."""
-    max_chars = model.bilm.max_characters_per_token
-    packer = WindowPacker(
-        SentenceStream(data, tokenization=tokenization, shuffle=False, epochs=1),
-        vocabulary, batch_size, unroll_steps, max_chars,
-    )
-
-    @tf.function(reduce_retracing=True, autograph=False)  # no Python control flow inside
-    def eval_step(batch, state_h, state_c):
-        forward, backward, mask, new_h, new_c = model.encode(
-            batch["forward_char_ids"], batch["backward_char_ids"], state_h, state_c,
-            training=False,
-        )
-        nll_fw = tf.reduce_sum(model.token_losses(forward, batch["forward_targets"], mask))
-        nll_bw = tf.reduce_sum(model.token_losses(backward, batch["backward_targets"], mask))
-        tokens = tf.reduce_sum(tf.cast(mask, tf.float32))
-        return nll_fw, nll_bw, tokens, tf.cast(new_h, tf.float32), tf.cast(new_c, tf.float32)
-
-    state_h, state_c = model.zero_state(batch_size)
-    total_fw = total_bw = total_tokens = 0.0
-    for batch in packer:
-        nll_fw, nll_bw, tokens, state_h, state_c = eval_step(batch, state_h, state_c)
-        total_fw += float(nll_fw)
-        total_bw += float(nll_bw)
-        total_tokens += float(tokens)
-        if max_tokens is not None and total_tokens >= max_tokens:
-            break
-    if not total_tokens:
-        raise ValueError(f"No tokens to evaluate in {data!r}.")
-    loss_fw, loss_bw = total_fw / total_tokens, total_bw / total_tokens
-    return {
-        "perplexity_forward": math.exp(loss_fw),
-        "perplexity_backward": math.exp(loss_bw),
-        "perplexity": math.exp(0.5 * (loss_fw + loss_bw)),
-        "tokens": int(total_tokens),
-    }
-
-
-def export_model(model, vocabulary, output_dir):
-    """Writes a trained `LanguageModel`: options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5."""
-    import h5py
-
-    from elmo_keras.weights import save_weights, write_options
-
-    output_dir = pathlib.Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    write_options(model.bilm.to_options(), output_dir / OPTIONS_FILE)
-    save_weights(model.bilm, output_dir / WEIGHTS_FILE)
-    vocabulary.save(output_dir / VOCAB_FILE)
-    tmp = output_dir / f".{SOFTMAX_FILE}.tmp"
-    with h5py.File(tmp, "w") as handle:
-        handle.create_dataset("softmax/W", data=np.asarray(model.softmax_kernel.numpy()))
-        handle.create_dataset("softmax/b", data=np.asarray(model.softmax_bias.numpy()))
-    os.replace(tmp, output_dir / SOFTMAX_FILE)
-
-
-def load_language_model(model_dir):
-    """Loads what `export_model` wrote: returns `(LanguageModel, Vocabulary)`."""
-    import h5py
-
-    from elmo_keras.weights import load_bilm
-
-    model_dir = pathlib.Path(model_dir)
-    for name in (OPTIONS_FILE, WEIGHTS_FILE, VOCAB_FILE, SOFTMAX_FILE):
-        if not (model_dir / name).is_file():
-            raise FileNotFoundError(
-                f"{model_dir} is not a trained model folder: {name} is missing "
-                "(`elmo-keras train` writes options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5)"
-            )
-    vocabulary = Vocabulary.load(model_dir / VOCAB_FILE)
-    bilm = load_bilm(model_dir / OPTIONS_FILE, model_dir / WEIGHTS_FILE)
-    with h5py.File(model_dir / SOFTMAX_FILE, "r") as handle:
-        kernel, bias = handle["softmax/W"][...], handle["softmax/b"][...]
-    if kernel.shape[0] != len(vocabulary):
-        raise ValueError(
-            f"softmax.hdf5 has {kernel.shape[0]} words but vocab.txt has {len(vocabulary)}."
-        )
-    model = LanguageModel(bilm, len(vocabulary), 0)
-    model.build()
-    model.softmax_kernel.assign(kernel)
-    model.softmax_bias.assign(bias)
-    return model, vocabulary

@@ -23,13 +23,31 @@ def config_file(tmp_path):
 def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsys):
     data = str(bilm_tf_fixture / "train" / "data.txt")
     out = tmp_path / "run"
-    argv = ["train", "--train", data, "--valid", data, "--config", str(config_file),
-            "--output", str(out), "--steps", "3", "--strategy", "default"]
+    argv = [
+        "train",
+        "--train",
+        data,
+        "--valid",
+        data,
+        "--config",
+        str(config_file),
+        "--output",
+        str(out),
+        "--steps",
+        "3",
+        "--strategy",
+        "default",
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "trained 3 steps" in printed and "valid perplexity: forward" in printed
-    for name in ("options.json", "lm_weights.hdf5", "vocab.txt", "softmax.hdf5",
-                 "training_config.json"):
+    for name in (
+        "options.json",
+        "lm_weights.hdf5",
+        "vocab.txt",
+        "softmax.hdf5",
+        "training_config.json",
+    ):
         assert (out / name).is_file(), name
     assert json.loads((out / "options.json").read_text())["char_cnn"]["n_characters"] == 262
     with h5py.File(out / "lm_weights.hdf5") as handle:
@@ -48,15 +66,39 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
         assert line in printed
 
     # `snapshot`: any kept checkpoint, written as training writes its end.
-    assert main(["snapshot", "--run", str(out), "--checkpoint", "ckpt-3",
-                 "--output", str(tmp_path / "snap3")]) == 0
+    assert (
+        main(
+            [
+                "snapshot",
+                "--run",
+                str(out),
+                "--checkpoint",
+                "ckpt-3",
+                "--output",
+                str(tmp_path / "snap3"),
+            ]
+        )
+        == 0
+    )
     assert "ckpt-3" in capsys.readouterr().out
     assert _datasets(tmp_path / "snap3" / "lm_weights.hdf5") == _datasets(tmp_path / "step3.hdf5")
     assert main(["snapshot", "--run", str(out), "--output", str(tmp_path / "snap5")]) == 0
     assert _datasets(tmp_path / "snap5" / "lm_weights.hdf5") == _datasets(out / "lm_weights.hdf5")
     assert (tmp_path / "snap5" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
-    assert main(["snapshot", "--run", str(out), "--checkpoint", "ckpt-4",
-                 "--output", str(tmp_path / "snap4")]) == 2
+    assert (
+        main(
+            [
+                "snapshot",
+                "--run",
+                str(out),
+                "--checkpoint",
+                "ckpt-4",
+                "--output",
+                str(tmp_path / "snap4"),
+            ]
+        )
+        == 2
+    )
     assert "kept: ckpt-3, ckpt-5" in capsys.readouterr().err
     assert main(["snapshot", "--run", str(out), "--output", str(tmp_path / "snap5")]) == 2
     assert "pass --overwrite" in capsys.readouterr().err
@@ -67,8 +109,9 @@ def _datasets(path):
     out = {}
     with h5py.File(path) as handle:
         handle.visititems(
-            lambda name, obj: out.__setitem__(name, obj[()].tobytes())
-            if isinstance(obj, h5py.Dataset) else None
+            lambda name, obj: (
+                out.__setitem__(name, obj[()].tobytes()) if isinstance(obj, h5py.Dataset) else None
+            )
         )
     return out
 
@@ -77,12 +120,15 @@ def _datasets(path):
     "argv, message",
     [
         (["train", "--output", "x", "--steps", "1"], "--train is required"),
-        (["train", "--train", "a.txt", "--output", "x", "--steps", "1", "--config", "huge"],
-         "--config must be one of"),
-        (["train", "--train", "a.txt", "--output", "x", "--config", "tiny"],
-         "give --steps, --epochs or --time-budget"),
-        (["train", "--output", "/nonexistent/run", "--steps", "1", "--resume"],
-         "no previous run"),
+        (
+            ["train", "--train", "a.txt", "--output", "x", "--steps", "1", "--config", "huge"],
+            "--config must be one of",
+        ),
+        (
+            ["train", "--train", "a.txt", "--output", "x", "--config", "tiny"],
+            "give --steps, --epochs or --time-budget",
+        ),
+        (["train", "--output", "/nonexistent/run", "--steps", "1", "--resume"], "no previous run"),
         (["evaluate", "--model", "/nonexistent", "--data", "a.txt"], "folder not found"),
         (["snapshot", "--run", "/nonexistent", "--output", "x"], "not a training run"),
     ],

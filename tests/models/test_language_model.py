@@ -3,6 +3,7 @@ NumPy float64 reference."""
 
 import math
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -28,9 +29,11 @@ def _problem(candidates, seed=0):
 
 def _numpy_reference(kernel, bias, hidden, targets, candidates):
     """float64: every candidate equal to the row's target is left out of its softmax."""
+
     def log_q(ids):
-        return np.log(len(candidates) * (np.log(ids + 2.0) - np.log(ids + 1.0))
-                      / math.log(VOCAB + 1.0))
+        return np.log(
+            len(candidates) * (np.log(ids + 2.0) - np.log(ids + 1.0)) / math.log(VOCAB + 1.0)
+        )
 
     out = []
     for h, target in zip(hidden, targets, strict=True):
@@ -50,8 +53,12 @@ def _tensorflow(kernel, bias, hidden, targets, candidates):
     labels = targets[:, None]
     num_sampled = candidates.shape[0]
     return tf.nn.sampled_softmax_loss(
-        weights=kernel, biases=bias, labels=labels, inputs=hidden,
-        num_sampled=num_sampled, num_classes=VOCAB,
+        weights=kernel,
+        biases=bias,
+        labels=labels,
+        inputs=hidden,
+        num_sampled=num_sampled,
+        num_classes=VOCAB,
         sampled_values=(
             candidates,
             _log_uniform_expected_count(labels, num_sampled, VOCAB),
@@ -98,12 +105,46 @@ def test_repeated_candidates_all_removed():
 
 def test_compiles_with_xla():
     candidates = log_uniform_candidates(16, VOCAB, tf.constant([0, 1], tf.int64))
-    kernel, bias, hidden, targets = (
-        tf.constant(x) for x in _problem(candidates.numpy(), seed=1)
-    )
+    kernel, bias, hidden, targets = (tf.constant(x) for x in _problem(candidates.numpy(), seed=1))
     args = [tf.cast(x, tf.float32) for x in (kernel, bias, hidden)]
     compiled = tf.function(sampled_softmax_nll, jit_compile=True)
     np.testing.assert_allclose(
         compiled(*args, targets, candidates, VOCAB).numpy(),
-        sampled_softmax_nll(*args, targets, candidates, VOCAB).numpy(), atol=1e-5,
+        sampled_softmax_nll(*args, targets, candidates, VOCAB).numpy(),
+        atol=1e-5,
     )
+
+
+def test_window_nll_is_the_loss_of_both_directions():
+    """`window_nll` (the one loss of training, evaluation and `call`) against the parts."""
+    from elmo_keras.models.bilm import BiLM
+    from elmo_keras.models.language_model import LanguageModel
+    from elmo_keras.text.char_ids import batch_to_char_ids
+
+    keras.utils.set_random_seed(0)
+    model = LanguageModel(BiLM(lstm_units=16, projection_dim=8, filters=[(1, 4), (2, 4)]), 20, 8)
+    model.build()
+    forward = batch_to_char_ids([["a", "b", "c"], ["d"]], max_characters_per_token=50)
+    backward = batch_to_char_ids([["c", "b", "a"], ["d"]], max_characters_per_token=50)
+    batch = {
+        "forward_char_ids": forward,
+        "backward_char_ids": backward,
+        "forward_targets": np.array([[3, 4, 5], [6, 0, 0]], np.int32),
+        "backward_targets": np.array([[7, 8, 9], [10, 0, 0]], np.int32),
+    }
+    out = model.window_nll(batch)
+    assert float(out["tokens"]) == 4.0
+    fw, bw, mask, h, c = model.encode(forward, backward)
+    np.testing.assert_allclose(
+        float(out["forward_nll"]),
+        float(tf.reduce_sum(model.token_losses(fw, batch["forward_targets"], mask))),
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(out["state_h"].numpy(), h.numpy(), rtol=1e-6)
+    called = model(batch)
+    assert sorted(called) == ["backward_nll", "forward_nll", "tokens"]
+    np.testing.assert_allclose(float(called["backward_nll"]), float(out["backward_nll"]), rtol=1e-6)
+    # With candidates: the sampled softmax, a different (but finite) loss.
+    candidates = model.sample_candidates(tf.constant([0, 1], tf.int64))
+    sampled = model.window_nll(batch, candidates=candidates)
+    assert np.isfinite(float(sampled["forward_nll"]))

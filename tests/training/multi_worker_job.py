@@ -44,12 +44,22 @@ def main():
             os.kill(os.getpid(), signal.SIGTERM)
 
     result = trainer.fit(
-        args.data, steps=int(args.steps), log_every=10**6, output_dir=args.run_dir,
-        on_step=on_step, handle_signals=args.signal_at is not None,
+        args.data,
+        steps=int(args.steps),
+        log_every=10**6,
+        output_dir=args.run_dir,
+        on_step=on_step,
+        handle_signals=args.signal_at is not None,
     )
     weights = {f"w{i}": v.numpy() for i, v in enumerate(trainer.model.trainable_variables)}
-    np.savez(args.out, steps=result["steps"], tokens=result["tokens"],
-             stopped=result["stopped"], restored=restored, **weights)
+    np.savez(
+        args.out,
+        steps=result["steps"],
+        tokens=result["tokens"],
+        stopped=result["stopped"],
+        restored=restored,
+        **weights,
+    )
     sys.stdout.flush()
 
 

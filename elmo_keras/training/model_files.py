@@ -1,0 +1,72 @@
+"""A trained language model on disk: the published biLM files plus its vocabulary and softmax.
+
+A model folder holds `options.json` and `lm_weights.hdf5` (bilm-tf's layout, ready for
+`elmo-keras embed`, AllenNLP and bilm-tf), `vocab.txt` (bilm-tf's vocabulary format) and
+`softmax.hdf5` (the training head, for `elmo-keras evaluate`). Every file is written
+atomically. TensorFlow is imported by the functions that need it, not by this module.
+"""
+
+import pathlib
+
+from elmo_keras.files import atomic_file
+from elmo_keras.options import write_options
+from elmo_keras.text.vocabulary import Vocabulary
+
+OPTIONS_FILE = "options.json"
+WEIGHTS_FILE = "lm_weights.hdf5"
+VOCAB_FILE = "vocab.txt"
+SOFTMAX_FILE = "softmax.hdf5"
+MODEL_FILES = (OPTIONS_FILE, WEIGHTS_FILE, VOCAB_FILE, SOFTMAX_FILE)
+
+
+def save_vocabulary(vocabulary, path):
+    """`Vocabulary.save`, atomically."""
+    with atomic_file(path) as tmp:
+        vocabulary.save(tmp)
+
+
+def export_model(model, vocabulary, output_dir):
+    """Writes a trained `LanguageModel`: options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5.
+
+    Args:
+        model: `LanguageModel`. Its biLM and softmax are written (float32 whatever the compute
+            dtype).
+        vocabulary: `Vocabulary`. The softmax's words.
+        output_dir: path. Created if missing.
+    """
+    from elmo_keras.weights import save_softmax, save_weights
+
+    output_dir = pathlib.Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_options(model.bilm.to_options(), output_dir / OPTIONS_FILE)
+    save_weights(model.bilm, output_dir / WEIGHTS_FILE)
+    save_vocabulary(vocabulary, output_dir / VOCAB_FILE)
+    save_softmax(
+        output_dir / SOFTMAX_FILE, model.softmax_kernel.numpy(), model.softmax_bias.numpy()
+    )
+
+
+def load_language_model(model_dir):
+    """Loads what `export_model` wrote: returns `(LanguageModel, Vocabulary)`."""
+    from elmo_keras.models.language_model import LanguageModel
+    from elmo_keras.weights import load_bilm, load_softmax
+
+    model_dir = pathlib.Path(model_dir)
+    for name in MODEL_FILES:
+        if not (model_dir / name).is_file():
+            raise FileNotFoundError(
+                f"{model_dir} is not a trained model folder: {name} is missing "
+                "(`elmo-keras train` writes options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5)"
+            )
+    vocabulary = Vocabulary.load(model_dir / VOCAB_FILE)
+    bilm = load_bilm(model_dir / OPTIONS_FILE, model_dir / WEIGHTS_FILE)
+    kernel, bias = load_softmax(model_dir / SOFTMAX_FILE)
+    if kernel.shape[0] != len(vocabulary):
+        raise ValueError(
+            f"softmax.hdf5 has {kernel.shape[0]} words but vocab.txt has {len(vocabulary)}."
+        )
+    model = LanguageModel(bilm, len(vocabulary), 0)
+    model.build()
+    model.softmax_kernel.assign(kernel)
+    model.softmax_bias.assign(bias)
+    return model, vocabulary

@@ -1,0 +1,139 @@
+"""The pieces around the trainer: `TrainingRun`, the run folder, softmax files, stop requests."""
+
+import json
+import os
+import re
+import signal
+
+import numpy as np
+import pytest
+
+from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.run_config import TrainingRun, legacy_training_run
+from elmo_keras.training.run_folder import CONFIG_FILE, find_checkpoint, load_run, save_run
+from elmo_keras.training.stopping import STOP_REASONS, StopRequests, stop_reason
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"steps": 0}, "`steps` must be an integer >= 1. Received: steps=0"),
+        ({"steps": None}, "`steps` or `epochs` must be given (or both)"),
+        ({"log_every": 2.5}, "`log_every` must be an integer >= 1. Received: log_every=2.5"),
+        ({"time_budget_s": -1}, "`time_budget_s` must be a number >= 0"),
+        ({"tokenization_mode": "bpe"}, "`tokenization_mode` must be one of"),
+        ({"strategy": "tpu"}, "`strategy` must be one of ('auto', 'default', 'mirrored'"),
+        ({"mixed_precision": "float16"}, "`mixed_precision` must be one of (None, 'bfloat16')"),
+        ({"verbose": "yes"}, "`verbose` must be True or False. Received: verbose='yes'"),
+        ({"progress": 1}, "`progress` must be True, False or None"),
+        ({"train_files": []}, "`train_files` must be a path or glob, or a non-empty list"),
+        ({"config": 3}, "`config` must be a configuration name, a JSON file or a dict"),
+        ({"n_negative_samples": -1}, "`n_negative_samples` must be an integer >= 0"),
+    ],
+)
+def test_training_run_checks_every_field(changes, message):
+    settings = {"train_files": "a.txt", "output_dir": "run", "steps": 10, **changes}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TrainingRun(**settings)
+
+
+def test_training_run_defaults():
+    run = TrainingRun(["a.txt", "b/*.txt"], "run", epochs=2)
+    assert run.config == "small" and run.strategy == "auto" and run.carry_state
+    assert run.steps is None and run.tokenization_mode == "whitespace"
+
+
+def test_old_train_arguments_still_work():
+    with pytest.deprecated_call(match=r"TrainingRun\(train_files="):
+        run = legacy_training_run(
+            ("a.txt", "run", "tiny"),
+            {
+                "valid": "v.txt",
+                "vocab": "vocab.txt",
+                "steps": 3,
+                "tokenization": "punctuation",
+                "verbose": False,
+            },
+        )
+    assert run == TrainingRun(
+        "a.txt",
+        "run",
+        "tiny",
+        valid_files="v.txt",
+        vocab_file="vocab.txt",
+        steps=3,
+        tokenization_mode="punctuation",
+        verbose=False,
+    )
+    with pytest.raises(TypeError, match="unexpected keyword argument 'stepz'"):
+        legacy_training_run(("a.txt", "run"), {"stepz": 3})
+    with pytest.raises(TypeError, match="multiple values for argument 'train'"):
+        legacy_training_run(("a.txt", "run"), {"train": "b.txt", "steps": 3})
+
+
+def test_train_old_form_warns_then_checks():
+    """`train(train, output_dir, ...)` builds a `TrainingRun` (checked before any work)."""
+    from elmo_keras.training.pipeline import train
+
+    with pytest.deprecated_call():
+        with pytest.raises(ValueError, match="`steps` must be an integer >= 1"):
+            train("a.txt", "run", config="tiny", steps=0)
+
+
+def test_run_folder_round_trip(tmp_path):
+    vocabulary = Vocabulary(["<S>", "</S>", "<UNK>", "the"])
+    save_run(tmp_path, {"batch_size": 4}, vocabulary, 7, "punctuation", False, ["a.txt"])
+    settings, loaded = load_run(tmp_path)
+    assert loaded == vocabulary
+    assert settings == {
+        "config": {"batch_size": 4},
+        "seed": 7,
+        "tokenization_mode": "punctuation",
+        "carry_state": False,
+        "train": ["a.txt"],
+    }
+    # A folder written before the rename holds `tokenization`.
+    old = json.loads((tmp_path / CONFIG_FILE).read_text())
+    old["tokenization"] = old.pop("tokenization_mode")
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(old))
+    assert load_run(tmp_path)[0]["tokenization_mode"] == "punctuation"
+    with pytest.raises(ValueError, match="must be the folder of an `elmo-keras train` run"):
+        load_run(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="No checkpoint in"):
+        find_checkpoint(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "ckpt-2.index").write_bytes(b"")
+    assert find_checkpoint(tmp_path, "ckpt-2") == str(tmp_path / "checkpoints" / "ckpt-2")
+    with pytest.raises(ValueError, match=r"\(kept: ckpt-2\)"):
+        find_checkpoint(tmp_path, "ckpt-3")
+
+
+def test_softmax_file_round_trip(tmp_path):
+    from elmo_keras.weights import load_softmax, save_softmax
+
+    kernel = np.arange(12, dtype=np.float32).reshape(4, 3)
+    bias = np.ones(4, np.float32)
+    save_softmax(tmp_path / "softmax.hdf5", kernel, bias)
+    got_kernel, got_bias = load_softmax(tmp_path / "softmax.hdf5")
+    np.testing.assert_array_equal(got_kernel, kernel)
+    np.testing.assert_array_equal(got_bias, bias)
+    assert [p.name for p in tmp_path.iterdir()] == ["softmax.hdf5"]  # no temporary file left
+    with pytest.raises(ValueError, match="`bias` \\[vocabulary_size\\]"):
+        save_softmax(tmp_path / "bad.hdf5", kernel, np.ones(3))
+    with pytest.raises(FileNotFoundError, match="softmax file not found"):
+        load_softmax(tmp_path / "missing.hdf5")
+
+
+def test_stop_requests_catch_signals_and_time():
+    before = signal.getsignal(signal.SIGINT)
+    asked = []
+    with StopRequests(time_budget_s=None, stop_training=lambda: bool(asked)) as requests:
+        assert requests.votes() == [0.0, 0.0, 0.0]
+        os.kill(os.getpid(), signal.SIGINT)
+        asked.append(True)
+        assert requests.votes() == [1.0, 0.0, 1.0]
+    assert signal.getsignal(signal.SIGINT) is before
+    with StopRequests(time_budget_s=0.0, handle_signals=False) as requests:
+        assert stop_reason(requests.votes()) == "time"
+    assert STOP_REASONS == ("signal", "time", "callback")
+    assert stop_reason([0.0, 2.0, 1.0]) == "time" and stop_reason([0.0, 0.0, 0.0]) is None
