@@ -4,7 +4,7 @@ import pytest
 
 from elmo_keras.layers import Highway
 from tests import numpy_reference as ref
-from tests.layer_checks import check_config_round_trip, check_one_training_step
+from tests.test_case import run_layer_test
 
 
 def test_highway_matches_numpy_reference():
@@ -31,14 +31,22 @@ def test_highway_initial_carry_bias_is_minus_two_and_weight_count():
     assert layer.count_params() == 2 * (7 * 7 + 7)
 
 
-def test_highway_config_and_training_step():
-    layer = Highway(activation="relu")
-    clone = check_config_round_trip(layer)
-    assert isinstance(clone, Highway)
-    x = np.random.default_rng(1).normal(size=(4, 6)).astype("float32")
-    model = keras.Sequential([keras.Input((6,)), Highway()])
-    before, after = check_one_training_step(model, x, lambda y: keras.ops.mean(y**2))
-    assert after < before
+def test_highway_layer():
+    x = np.random.default_rng(1).normal(size=(2, 3, 6)).astype("float32")
+    run_layer_test(
+        Highway,
+        {"activation": "tanh", "kernel_initializer": "he_normal"},
+        x,
+        (2, 3, 6),
+        expected_num_trainable_weights=4,
+    )
+
+
+def test_highway_passes_the_mask_on():
+    x = np.ones((2, 3, 4), "float32")
+    x[1, 2:] = 0.0
+    out = Highway()(keras.layers.Masking(0.0)(x))
+    np.testing.assert_array_equal(np.asarray(out._keras_mask), [[1, 1, 1], [1, 1, 0]])
 
 
 def test_highway_needs_known_features():

@@ -4,11 +4,7 @@ import pytest
 
 from elmo_keras.layers import ProjectedBiLSTM, ProjectedLSTMCell
 from tests import numpy_reference as ref
-from tests.layer_checks import (
-    check_config_round_trip,
-    check_keras_file_round_trip,
-    check_one_training_step,
-)
+from tests.test_case import run_layer_test
 
 UNITS, PROJ, FEATURES = 12, 5, 5
 
@@ -20,8 +16,11 @@ def tf_layout(cell):
     b = np.asarray(cell.bias, np.float64)
     i, f, c, o = np.split(w, 4, axis=1)
     bi, bf, bc, bo = np.split(b, 4)
-    return np.concatenate([i, c, f, o], 1), np.concatenate([bi, bc, bf, bo]), np.asarray(
-        cell.projection_kernel, np.float64)
+    return (
+        np.concatenate([i, c, f, o], 1),
+        np.concatenate([bi, bc, bf, bo]),
+        np.asarray(cell.projection_kernel, np.float64),
+    )
 
 
 def make_layer(rng, scale=1.0, **kwargs):
@@ -33,8 +32,10 @@ def make_layer(rng, scale=1.0, **kwargs):
 
 
 def reference_cells(layer):
-    return [[tf_layout(c) for c in layer.forward_cells],
-            [tf_layout(c) for c in layer.backward_cells]]
+    return [
+        [tf_layout(c) for c in layer.forward_cells],
+        [tf_layout(c) for c in layer.backward_cells],
+    ]
 
 
 def run_reference(layer, x, lengths, state=None):
@@ -44,11 +45,19 @@ def run_reference(layer, x, lengths, state=None):
         s = None
         if state is not None:
             h, c = state
-            s = {(d, k): (h[b, d, k].astype(np.float64), c[b, d, k].astype(np.float64))
-                 for d in (0, 1) for k in range(layer.n_layers)}
-        layers, final = ref.bilstm_sentence(x[b, :n].astype(np.float64), cells,
-                                             layer.use_skip_connections, layer.cell_clip,
-                                             layer.proj_clip, s)
+            s = {
+                (d, k): (h[b, d, k].astype(np.float64), c[b, d, k].astype(np.float64))
+                for d in (0, 1)
+                for k in range(layer.n_layers)
+            }
+        layers, final = ref.bilstm_sentence(
+            x[b, :n].astype(np.float64),
+            cells,
+            layer.use_skip_connections,
+            layer.cell_clip,
+            layer.proj_clip,
+            s,
+        )
         outs.append(layers)
         finals.append(final)
     return outs, finals
@@ -59,16 +68,17 @@ def run_reference(layer, x, lengths, state=None):
 def test_bilstm_matches_numpy_reference(use_skip, with_state):
     rng = np.random.default_rng(0)
     # Large weights and small clips so that both clips are active.
-    layer = make_layer(rng, scale=3.0, use_skip_connections=use_skip, cell_clip=1.5,
-                       proj_clip=0.4)
+    layer = make_layer(rng, scale=3.0, use_skip_connections=use_skip, cell_clip=1.5, proj_clip=0.4)
     lengths = [7, 5, 1, 3, 0]
     x = rng.normal(size=(5, 7, FEATURES)).astype("float32")
     mask = np.arange(7)[None, :] < np.array(lengths)[:, None]
     x[~mask] = 99.0  # garbage in padding must not matter
     state = None
     if with_state:
-        state = (rng.normal(size=(5, 2, 2, PROJ)).astype("float32") * 0.3,
-                 rng.normal(size=(5, 2, 2, UNITS)).astype("float32"))
+        state = (
+            rng.normal(size=(5, 2, 2, PROJ)).astype("float32") * 0.3,
+            rng.normal(size=(5, 2, 2, UNITS)).astype("float32"),
+        )
     out, h, c = layer(x, mask=mask, initial_state=state)
     out, h, c = np.asarray(out), np.asarray(h), np.asarray(c)
     expected, finals = run_reference(layer, x, lengths, state)
@@ -123,27 +133,73 @@ def test_cell_steps_inside_keras_rnn_match_the_reference():
     got = np.asarray(rnn(x))
     w0, b, wp = tf_layout(cell)
     for i in range(2):
-        expected, _, _ = ref.lstm_sentence(x[i].astype(np.float64), w0, b, wp, np.zeros(PROJ),
-                                           np.zeros(UNITS), 3.0, 3.0)
+        expected, _, _ = ref.lstm_sentence(
+            x[i].astype(np.float64), w0, b, wp, np.zeros(PROJ), np.zeros(UNITS), 3.0, 3.0
+        )
         np.testing.assert_allclose(got[i], expected, atol=1e-5)
 
 
-def test_bilstm_config_keras_file_training_and_mask(tmp_path):
-    layer = ProjectedBiLSTM(8, 4, n_layers=2, dropout=0.1)
-    check_config_round_trip(layer)
+def lengths_mask(lengths, steps):
+    return np.arange(steps)[None, :] < np.array(lengths)[:, None]
+
+
+def test_bilstm_layer():
+    x = np.random.default_rng(4).normal(size=(3, 5, 4)).astype("float32")
+    run_layer_test(
+        ProjectedBiLSTM,
+        {
+            "lstm_units": 8,
+            "projection_dim": 4,
+            "n_layers": 2,
+            "cell_clip": 2.0,
+            "proj_clip": None,
+            "use_skip_connections": False,
+            "dropout": 0.1,
+            "cell_forget_bias": 0.5,
+        },
+        x,
+        (3, 2, 5, 8),
+        mask=lengths_mask([5, 3, 1], 5),
+        expected_num_trainable_weights=2 * 2 * 4,  # 2 directions x 2 layers x 4 matrices
+    )
+
+
+def test_bilstm_layer_returning_state():
+    x = np.random.default_rng(5).normal(size=(2, 4, 3)).astype("float32")
+    mask = lengths_mask([4, 2], 4)
+    run_layer_test(
+        ProjectedBiLSTM,
+        {"lstm_units": 6, "projection_dim": 2, "n_layers": 1, "return_state": True},
+        x,
+        [(2, 1, 4, 4), (2, 2, 1, 2), (2, 2, 1, 6)],
+        mask=mask,
+        expected_num_trainable_weights=2 * 4,
+        run_keras_round_trip=False,  # the same save path as `test_bilstm_layer`
+    )
+
+
+def test_cell_inside_keras_rnn():
+    x = np.random.default_rng(6).normal(size=(2, 5, 3)).astype("float32")
+    cell = ProjectedLSTMCell(8, 4, cell_clip=3.0, proj_clip=2.0, forget_bias=0.0)
+    run_layer_test(
+        keras.layers.RNN,
+        {"cell": cell, "return_sequences": True},
+        x,
+        (2, 5, 4),
+        mask=lengths_mask([5, 2], 5),
+        expected_num_trainable_weights=4,
+    )
+
+
+def test_bilstm_reads_the_mask_of_a_keras_masking_layer():
     inputs = keras.Input((None, 4))
-    masked = keras.layers.Masking(0.0)(inputs)
-    outputs = ProjectedBiLSTM(8, 4, n_layers=2)(masked)
+    outputs = ProjectedBiLSTM(8, 4, n_layers=2)(keras.layers.Masking(0.0)(inputs))
     model = keras.Model(inputs, outputs)
     x = np.random.default_rng(4).normal(size=(3, 5, 4)).astype("float32")
     x[1, 3:] = 0.0
-    check_keras_file_round_trip(model, x, tmp_path)
     out = np.asarray(model(x))
     np.testing.assert_array_equal(out[1, :, 3:], 0.0)  # the Keras mask reached the layer
-    before, after = check_one_training_step(model, x, lambda y: keras.ops.mean((y - 1.0) ** 2),
-                                            learning_rate=0.1)
-    assert after < before
-    assert len(model.trainable_weights) == 2 * 2 * 4
+    assert not np.any(out[0] == 0.0)
 
 
 def test_bilstm_weight_count_of_the_published_configuration():
@@ -167,10 +223,10 @@ def test_bilstm_mixed_precision_and_dropout_in_training():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"units": 0, "projection_dim": 4}, "`units` must be an integer >= 1"),
-        ({"units": 4, "projection_dim": 4, "cell_clip": -1}, "`cell_clip` must be a positive"),
-        ({"units": 4, "projection_dim": 4, "dropout": 1.0}, "`dropout` must be a float in"),
-        ({"units": 4, "projection_dim": 4, "n_layers": 0}, "`n_layers` must be an integer"),
+        ({"lstm_units": 0, "projection_dim": 4}, "`lstm_units` must be an integer >= 1"),
+        ({"lstm_units": 4, "projection_dim": 4, "cell_clip": -1}, "`cell_clip` must be a positive"),
+        ({"lstm_units": 4, "projection_dim": 4, "dropout": 1.0}, "`dropout` must be a number in"),
+        ({"lstm_units": 4, "projection_dim": 4, "n_layers": 0}, "`n_layers` must be an integer"),
     ],
 )
 def test_bilstm_argument_errors(kwargs, message):
@@ -182,3 +238,22 @@ def test_bilstm_initial_state_must_be_a_pair():
     layer = ProjectedBiLSTM(4, 2)
     with pytest.raises(ValueError, match="initial_state"):
         layer(np.ones((1, 2, 2), "float32"), initial_state=[np.zeros((1, 2, 2, 2), "float32")])
+
+
+@pytest.mark.parametrize("cls", [ProjectedBiLSTM, ProjectedLSTMCell])
+def test_old_name_units_still_works_and_warns(cls):
+    with pytest.warns(DeprecationWarning, match="units"):
+        old = cls(units=8, projection_dim=4, name="layer")
+    new = cls(lstm_units=8, projection_dim=4, name="layer")
+    assert old.get_config() == new.get_config()
+    with pytest.warns(DeprecationWarning, match="lstm_units"):
+        assert old.units == 8
+    with pytest.raises(ValueError, match="both `lstm_units` and its old name `units`"):
+        cls(lstm_units=8, units=6, projection_dim=4)
+
+
+def test_a_config_saved_with_units_still_loads():
+    config = ProjectedBiLSTM(8, 4, n_layers=1).get_config()
+    config["units"] = config.pop("lstm_units")
+    layer = ProjectedBiLSTM.from_config(config)
+    assert layer.lstm_units == 8 and "units" not in layer.get_config()

@@ -11,7 +11,7 @@ from elmo_keras.models import BiLM
 from elmo_keras.text import batch_to_char_ids, bos_char_ids, eos_char_ids
 from elmo_keras.weights import load_bilm, read_options, save_weights
 from tests import numpy_reference as ref
-from tests.layer_checks import check_keras_file_round_trip, check_one_training_step
+from tests.test_case import check_keras_file_round_trip, run_layer_test
 
 FIXTURES = {
     "bilm-tf": ("bilm_tf/model", "lm_embeddings_sentences.json"),
@@ -64,8 +64,9 @@ def test_token_embeddings_match_allennlp(fixtures_dir):
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
     # The model's own <S>/</S> vectors equal those of the literal tokens.
     boundary = bilm.char_cnn(np.stack([bos_char_ids(), eos_char_ids()])[None]).numpy()[0]
-    np.testing.assert_allclose(boundary, expected[[words.index("<S>"), words.index("</S>")]],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        boundary, expected[[words.index("<S>"), words.index("</S>")]], atol=1e-5
+    )
 
 
 def test_bilm_matches_numpy_reference_through_the_published_layout(fixtures_dir, tmp_path):
@@ -85,15 +86,16 @@ def test_bilm_matches_numpy_reference_through_the_published_layout(fixtures_dir,
     out = bilm(batch_to_char_ids(sentences))
     cells = ref.published_cells(arrays, 2)
     for b, sentence in enumerate(sentences):
-        ids = np.concatenate([bos_char_ids()[None], batch_to_char_ids([sentence])[0],
-                              eos_char_ids()[None]])
+        ids = np.concatenate(
+            [bos_char_ids()[None], batch_to_char_ids([sentence])[0], eos_char_ids()[None]]
+        )
         tokens = ref.char_cnn_from_published(arrays, 5, ids)
         layers, _ = ref.bilstm_sentence(tokens, cells, True, 0.5, 0.2)
         n = len(sentence)
-        np.testing.assert_allclose(out["token_embeddings"].numpy()[b, :n], tokens[1:-1],
-                                   atol=1e-5)
-        np.testing.assert_allclose(out["activations"].numpy()[b, 1:, :n], layers[:, 1:-1],
-                                   atol=1e-5)
+        np.testing.assert_allclose(out["token_embeddings"].numpy()[b, :n], tokens[1:-1], atol=1e-5)
+        np.testing.assert_allclose(
+            out["activations"].numpy()[b, 1:, :n], layers[:, 1:-1], atol=1e-5
+        )
         np.testing.assert_array_equal(out["activations"].numpy()[b, :, n:], 0.0)
 
 
@@ -109,8 +111,12 @@ def test_padding_invariance_every_layer_both_directions(fixtures_dir):
     bilm, _ = fixture_model(fixtures_dir, "allennlp")
     sentence = "The bank raised its interest rates .".split()
     alone = bilm(batch_to_char_ids([sentence]))["activations"].numpy()[0]
-    batch = [["A"], "In the spring the river burst its bank and the fields flooded .".split(),
-             sentence, "Short one".split()]
+    batch = [
+        ["A"],
+        "In the spring the river burst its bank and the fields flooded .".split(),
+        sentence,
+        "Short one".split(),
+    ]
     inside = bilm(batch_to_char_ids(batch))["activations"].numpy()[2, :, : len(sentence)]
     assert alone.shape == (3, len(sentence), 32)
     np.testing.assert_allclose(inside, alone, atol=1e-6, rtol=0)
@@ -138,18 +144,44 @@ def test_keras_file_round_trip_is_identical(fixtures_dir, tmp_path):
     assert loaded.get_config() == bilm.get_config()
 
 
-def test_one_training_step_and_mixed_precision(fixtures_dir):
+def test_bilm_as_a_layer():
     ids = batch_to_char_ids([["Hello", "world"], ["Bye"]])
-    keras.utils.set_random_seed(1)
-    small = BiLM(lstm_units=16, projection_dim=8, filters=[(1, 4), (2, 4)], n_highway=1,
-                 dropout=0.1)
-    before, after = check_one_training_step(
-        small, ids, lambda out: keras.ops.mean((out["activations"] - 0.5) ** 2),
-        learning_rate=0.5,
+    run_layer_test(
+        BiLM,
+        {
+            "lstm_units": 16,
+            "projection_dim": 8,
+            "filters": [(1, 4), (2, 4)],
+            "n_highway": 1,
+            "dropout": 0.1,
+            "cell_clip": 2.0,
+            "proj_clip": None,
+            "activation": "tanh",
+        },
+        ids,
+        {
+            "token_embeddings": (2, 2, 8),
+            "activations": (2, 3, 2, 16),
+            "mask": (2, 2),
+            "state_h": (2, 2, 2, 8),
+            "state_c": (2, 2, 2, 16),
+        },
+        # char CNN: embedding, 2 convolutions x 2, 1 highway x 4, projection x 2;
+        # biLSTM: 2 directions x 2 layers x 4.
+        expected_num_trainable_weights=1 + 4 + 4 + 2 + 16,
+        run_keras_round_trip=False,  # `test_keras_file_round_trip_is_identical`, real weights
     )
-    assert after < before
-    mixed = BiLM(lstm_units=16, projection_dim=8, filters=[(1, 4), (2, 4)], n_highway=1,
-                 dtype="mixed_float16")
+
+
+def test_mixed_float16():
+    ids = batch_to_char_ids([["Hello", "world"], ["Bye"]])
+    mixed = BiLM(
+        lstm_units=16,
+        projection_dim=8,
+        filters=[(1, 4), (2, 4)],
+        n_highway=1,
+        dtype="mixed_float16",
+    )
     out = mixed(ids)
     assert out["activations"].dtype == "float16"
     assert np.all(np.isfinite(out["activations"].numpy().astype(np.float32)))
