@@ -1,11 +1,15 @@
 """Export a biLM for serving: SavedModel, ONNX, int8 ONNX. Installed as `elmo_keras.export`.
 
-- `export_savedmodel(bilm, directory, scalar_mix=None)`: SavedModel with the TF-Hub-style
-  `default`, `tokens`, `char_ids` (and `char_ids_with_state`) signatures.
+- `export_savedmodel(bilm, directory, scalar_mix=None, tokenization_mode="whitespace")`:
+  SavedModel with the TF-Hub ELMo module's `default` (also `serving_default`), `tokens`,
+  `char_ids` and `char_ids_with_state` signatures; it runs in TF Serving and in TF-Hub's
+  `KerasLayer` (the mix's weights trainable).
 - `export_onnx(bilm, path, scalar_mix=None, stateful=False, opset=17)`: ONNX via tf2onnx.
 - `quantize_onnx(source, destination)`: int8 dynamic quantization.
-- `export_model(options_path, weights_path, output, formats="all", overwrite=False, ...)`:
-  all of it into one folder, written atomically (what `elmo-keras export` runs).
+- `export_model(options_path, weights_path, output, formats="all", overwrite=False, ...,
+  progress=None)`: all of it into one folder, written atomically (what `elmo-keras export`
+  runs), reporting each stage to `progress`.
+- `require_onnx()`: raises unless the `[onnx]` extra (tf2onnx, onnx, onnxruntime) is installed.
 
 The submodules import TensorFlow; this package imports them on first use.
 """
@@ -17,6 +21,7 @@ _EXPORTS = {
     "ElmoServingModule": "savedmodel",
     "export_onnx": "onnx",
     "quantize_onnx": "onnx",
+    "require_onnx": "onnx",
     "export_model": "writer",
     "atomic_directory": "writer",
 }

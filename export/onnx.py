@@ -10,15 +10,71 @@ output names distinct from the input names).
 The model carries `metadata_props` (`n_layers`, `projection_dim`, `lstm_units`,
 `max_characters_per_token`, `elmo_keras_version`, `outputs`, ...) which
 `elmo_keras.runtime.OnnxEmbedder` reads.
+
+tf2onnx, onnx and onnxruntime come with the `[onnx]` extra; without them, `require_onnx` and
+both functions raise a `ModuleNotFoundError` that says `pip install "elmo-keras[onnx]"` (the
+command line prints it as one line).
 """
 
+import contextlib
+import importlib
+import importlib.util
 import json
+import logging
 import os
 
 import tensorflow as tf
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 17
+ONNX_MODULES = ("tf2onnx", "onnx", "onnxruntime")  # the `[onnx]` extra
+INSTALL_HINT = 'pip install "elmo-keras[onnx]"'
+
+
+def _missing(name):
+    return ModuleNotFoundError(
+        f"ONNX export needs {name}, which is not installed: {INSTALL_HINT}", name=name
+    )
+
+
+def require_onnx():
+    """Checks that the `[onnx]` extra is installed, without importing it (a fast check to run
+    before the slow part of an export).
+
+    Raises:
+        ModuleNotFoundError: naming the missing module and `pip install "elmo-keras[onnx]"`.
+    """
+    for name in ONNX_MODULES:
+        if importlib.util.find_spec(name) is None:
+            raise _missing(name)
+
+
+def _import_optional(name):
+    """Imports a module of the `[onnx]` extra; a missing one raises the install hint."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        top = name.partition(".")[0]
+        if (error.name or "").partition(".")[0] != top:
+            raise  # the module is there but one of its own dependencies is missing
+        raise _missing(top) from None
+
+
+@contextlib.contextmanager
+def _root_logger_errors_only():
+    """Drops records below ERROR logged on the root logger, where ONNX Runtime's quantizer warns
+    about what is expected here (the model is not shape-preprocessed; the boolean mask tensors
+    are not quantized)."""
+    root = logging.getLogger()
+
+    def keep(record):
+        return record.levelno >= logging.ERROR
+
+    root.addFilter(keep)
+    try:
+        yield
+    finally:
+        root.removeFilter(keep)
 
 
 def _metadata(module, stateful, extra=None):
@@ -75,9 +131,10 @@ def export_onnx(
     >>> OnnxEmbedder("elmo.onnx").embed([["Hello", "world"]])[0].shape  # doctest: +SKIP
     (3, 2, 1024)
     """
-    import onnx  # noqa: PLC0415 (optional dependency: the `onnx` extra)
-    import tf2onnx  # noqa: PLC0415
     from elmo_keras.export.savedmodel import ElmoServingModule  # noqa: PLC0415
+
+    onnx = _import_optional("onnx")
+    tf2onnx = _import_optional("tf2onnx")
 
     if isinstance(opset, bool) or not isinstance(opset, int) or opset < MIN_OPSET:
         raise ValueError(f"`opset` must be an integer >= {MIN_OPSET}. Received: opset={opset!r}")
@@ -92,9 +149,7 @@ def export_onnx(
             tf.TensorSpec([None, 2, L, U], tf.float32, name="state_c"),
         ]
         function = module.char_ids_with_state
-    model_proto, _ = tf2onnx.convert.from_function(
-        function, input_signature=signature, opset=opset
-    )
+    model_proto, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)
     _name_dynamic_axes(model_proto, feature_dims={"word_emb": P, "default": 2 * P})
     # The LSTM weights reach the loop bodies as loop-carried values, which ONNX Runtime copies
     # at every step; as body initializers they are read in place (1.3-2x faster on CPU).
@@ -224,9 +279,8 @@ def quantize_onnx(source, destination):
     """
     import tempfile  # noqa: PLC0415
 
-    import onnx  # noqa: PLC0415
-    from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
-
+    onnx = _import_optional("onnx")
+    quantization = _import_optional("onnxruntime.quantization")
     source, destination = os.fspath(source), os.fspath(destination)
     original = onnx.load(source)
     metadata = [(entry.key, entry.value) for entry in original.metadata_props]
@@ -235,12 +289,13 @@ def quantize_onnx(source, destination):
         prepared = os.path.join(tmp, "prepared.onnx")
         onnx.save_model(original, prepared)
         del original
-        quantize_dynamic(
-            prepared,
-            destination,
-            weight_type=QuantType.QInt8,
-            extra_options={"EnableSubgraph": True},
-        )
+        with _root_logger_errors_only():
+            quantization.quantize_dynamic(
+                prepared,
+                destination,
+                weight_type=quantization.QuantType.QInt8,
+                extra_options={"EnableSubgraph": True},
+            )
     quantized = onnx.load(destination)
     del quantized.metadata_props[:]
     for key, value in metadata:

@@ -1,13 +1,14 @@
-"""Export a biLM to a TensorFlow SavedModel with TF-Hub-style signatures.
+"""Export a biLM to a TensorFlow SavedModel with the TF-Hub ELMo module's signatures.
 
 The SavedModel holds only TensorFlow ops (plus, on request, one tensorflow-text op for the
 sentence split), so it loads with `tf.saved_model.load` in a process that never imports
-elmo-keras, and serves from TF Serving.
+elmo-keras, and runs in TF Serving (whose C++ loader restores the variables into a session).
 
 Signatures (the inputs and outputs of the TF-Hub ELMo module, so its users can switch):
 
-- `default`: `sentences` string `[B]`, untokenized; split in the graph with the package's
-  tokenizer (`elmo_keras.text.tokenizer.tokenize`).
+- `default` (also `serving_default`, the one TF Serving runs when a request names none):
+  `sentences` string `[B]`, untokenized; split in the graph with the package's tokenizer
+  (`elmo_keras.text.tokenizer.tokenize`), on whitespace by default as TF-Hub's module does.
 - `tokens`: `tokens` string `[B, T]` plus `sequence_len` int32 `[B]`; positions at or past a
   sentence's length are padding, whatever they hold.
 - `char_ids`: `char_ids` int32 `[B, T, max_characters_per_token]` (0 = padding token).
@@ -19,15 +20,32 @@ Every signature returns `word_emb` `[B, T, P]`, `lstm_outputs1` ... `lstm_output
 (the mean of `elmo` over the real tokens only) and `sequence_len` int32 `[B]`;
 `char_ids_with_state` also returns `final_state_h` and `final_state_c`, to feed as the next
 window's `state_h` and `state_c`.
+
+The saved object is also a TF-Hub "reusable SavedModel": `obj(sentences, training=False)`
+returns the `default` signature's outputs, `obj.variables` holds every variable,
+`obj.trainable_variables` the ScalarMix's weights and gamma (TF-Hub's module trains those four
+scalars too), and `obj.regularization_losses` the mix's L2 penalty when it has one. So
+`hub.KerasLayer(path, output_key="elmo", trainable=True)` fine-tunes the mix.
+
+Variables: a Keras 3 variable is a trackable wrapper around a `tf.Variable`. Saved as such, its
+checkpoint entry is restored into a second variable that the wrapper creates at export time,
+not into the one the functions read; `tf.saved_model.load` mends this through the object graph,
+but TF1 sessions and TF Serving's C++ loader restore by name and then fail with "Could not find
+variable ...". So the module keeps the Keras objects out of the saved object graph and saves
+the `tf.Variable`s themselves, each once (keras' `ExportArchive` also saves the `tf.Variable`s,
+but keeps the wrappers too, which stores every value twice).
 """
 
 import os
+import types
 
 import tensorflow as tf
 
 from elmo_keras.text.pretokenize import check_mode
 
 SIGNATURE_NAMES = ("default", "tokens", "char_ids", "char_ids_with_state")
+# TF Serving runs `serving_default` when a request names no signature; it is `default`.
+SERVING_DEFAULT = "serving_default"
 
 
 def _bilm_dims(bilm):
@@ -49,6 +67,16 @@ def default_scalar_mix(n_layers):
     mix = ScalarMix(n_layers + 1, name="elmo_scalar_mix")
     mix.build((None, n_layers + 1, None, None))
     return mix
+
+
+def tf_variables(variables):
+    """The `tf.Variable`s behind Keras 3 variables (a `tf.Variable` stays itself), each once."""
+    found = {}
+    for variable in variables:
+        if not isinstance(variable, tf.Variable):
+            variable = variable.value  # a Keras 3 variable on TensorFlow wraps a tf.Variable
+        found.setdefault(id(variable), variable)
+    return list(found.values())
 
 
 def elmo_outputs(bilm_outputs, scalar_mix, n_layers):
@@ -81,29 +109,43 @@ def elmo_outputs(bilm_outputs, scalar_mix, n_layers):
 
 
 class ElmoServingModule(tf.Module):
-    """A `tf.Module` that owns a BiLM and a ScalarMix and exposes the serving functions.
+    """A `tf.Module` that serves a BiLM and a ScalarMix: the object `export_savedmodel` saves.
 
     Reusable: `export_savedmodel` saves one, and a model that wraps a BiLM (e.g. an
-    `ElmoEmbedding` layer's) can build one around its own BiLM and mix.
+    `ElmoEmbedding` layer's) can build one around its own BiLM and mix. The BiLM and the mix
+    are not part of the saved object graph; their `tf.Variable`s are (see the module
+    docstring), in `variables` and `trainable_variables`.
 
     Args:
         bilm: `elmo_keras.models.BiLM`. A built biLM.
         scalar_mix: `elmo_keras.layers.ScalarMix` or `None`. The mix behind the `elmo` output.
             Defaults to `None`, uniform weights and gamma 1.
-        tokenization_mode: str. The split of the `default` signature, `"punctuation"` or
-            `"whitespace"` (see `elmo_keras.text.tokenizer.tokenize`). Defaults to
-            `"punctuation"`.
+        tokenization_mode: str. The split of the `default` signature, `"whitespace"` (the
+            TF-Hub module's) or `"punctuation"` (see `elmo_keras.text.tokenizer.tokenize`).
+            Defaults to `"whitespace"`.
         use_tensorflow_text: bool. Split with tensorflow-text's `RegexSplitWithOffsets` op
             (then loading needs `import tensorflow_text` first) instead of core TensorFlow
             ops. Defaults to `False`.
+
+    Attributes:
+        variables: list of `tf.Variable`. Every variable of the biLM and the mix.
+        trainable_variables: list of `tf.Variable`. The mix's trainable weights (its scalar
+            weights and gamma); the biLM stays frozen, as in TF-Hub's module.
+        regularization_losses: list of `tf.function`s without arguments: the mix's L2 penalty
+            when its `l2_coef` is set, else empty.
     """
 
+    # `tf.Module` computes these three by walking its attributes; here they are stored lists,
+    # so that they are saved and TF-Hub's `KerasLayer` finds them on the loaded object.
+    variables = ()
+    trainable_variables = ()
+    regularization_losses = ()
+
     def __init__(
-        self, bilm, scalar_mix=None, tokenization_mode="punctuation", use_tensorflow_text=False
+        self, bilm, scalar_mix=None, tokenization_mode="whitespace", use_tensorflow_text=False
     ):
         super().__init__(name="elmo")
         check_mode(tokenization_mode)
-        self.bilm = bilm
         (
             self.n_layers,
             self.projection_dim,
@@ -112,7 +154,13 @@ class ElmoServingModule(tf.Module):
         ) = _bilm_dims(bilm)
         if scalar_mix is None:
             scalar_mix = default_scalar_mix(self.n_layers)
-        self.scalar_mix = scalar_mix
+        # A plain namespace is not trackable: the Keras objects stay out of the object graph.
+        self._keras = types.SimpleNamespace(bilm=bilm, scalar_mix=scalar_mix)
+        self.variables = tf_variables([*bilm.variables, *scalar_mix.variables])
+        self.trainable_variables = tf_variables(scalar_mix.trainable_variables)
+        self.regularization_losses = []
+        if getattr(scalar_mix, "l2_coef", 0.0):
+            self.regularization_losses.append(tf.function(self._mix_l2_penalty, input_signature=[]))
         self.tokenization_mode = tokenization_mode
         self.use_tensorflow_text = bool(use_tensorflow_text)
         c = self.max_characters_per_token
@@ -140,6 +188,33 @@ class ElmoServingModule(tf.Module):
                 tf.TensorSpec([None, 2, L, U], tf.float32, name="state_c"),
             ],
         )
+
+    @property
+    def bilm(self):
+        return self._keras.bilm
+
+    @property
+    def scalar_mix(self):
+        return self._keras.scalar_mix
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="sentences"),
+            tf.TensorSpec([], tf.bool, name="training"),
+        ]
+    )
+    def __call__(self, sentences, training=False):
+        """The `default` signature as a call, for TF-Hub's `KerasLayer` (without `signature=`).
+
+        `training` is accepted as TF-Hub's convention asks; the export has no dropout, so the
+        outputs do not depend on it.
+        """
+        del training
+        return self.default(sentences)
+
+    def _mix_l2_penalty(self):
+        weights = self.scalar_mix.scalar_weights
+        return self.scalar_mix.l2_coef * tf.reduce_sum(tf.square(weights))
 
     def _run(self, char_ids, state=None):
         inputs = {"char_ids": char_ids}
@@ -177,31 +252,34 @@ class ElmoServingModule(tf.Module):
         return self._run(char_ids, state=(state_h, state_c))
 
     def concrete_signatures(self):
-        """The concrete functions to save, keyed by signature name."""
-        return {name: getattr(self, name).get_concrete_function() for name in SIGNATURE_NAMES}
+        """The concrete functions to save, keyed by signature name (`serving_default` too)."""
+        signatures = {name: getattr(self, name).get_concrete_function() for name in SIGNATURE_NAMES}
+        signatures[SERVING_DEFAULT] = signatures["default"]
+        return signatures
 
 
 def export_savedmodel(
     bilm,
     directory,
     scalar_mix=None,
-    tokenization_mode="punctuation",
+    tokenization_mode="whitespace",
     use_tensorflow_text=False,
 ):
-    """Saves a biLM as a SavedModel with the `default`, `tokens` and `char_ids` signatures.
+    """Saves a biLM as a SavedModel with the TF-Hub ELMo module's signatures.
 
-    The SavedModel loads with plain `tf.saved_model.load(directory)`; elmo-keras is not needed.
-    With `use_tensorflow_text=True` the graph holds a tensorflow-text op and loading needs
-    `import tensorflow_text` first.
+    The SavedModel loads with plain `tf.saved_model.load(directory)` (elmo-keras is not
+    needed), in a TF1 session and in TF Serving. With `use_tensorflow_text=True` the graph holds
+    a tensorflow-text op and loading needs `import tensorflow_text` first.
 
     Args:
         bilm: `elmo_keras.models.BiLM`. A built biLM (e.g. from `elmo_keras.weights.load_bilm`).
         directory: str or path-like. Where to write the SavedModel (created).
         scalar_mix: `elmo_keras.layers.ScalarMix` or `None`. The mix behind the `elmo` output,
-            saved with its current weights. Defaults to `None`, uniform weights and gamma 1.
-        tokenization_mode: str. How the `default` signature splits sentences: `"punctuation"`
-            (the package's default) or `"whitespace"` (the TF-Hub module's split). Defaults to
-            `"punctuation"`.
+            saved with its current weights (trainable after loading). Defaults to `None`,
+            uniform weights and gamma 1.
+        tokenization_mode: str. How the `default` signature splits sentences: `"whitespace"`
+            (the TF-Hub module's split: "mat." stays one token) or `"punctuation"` (the
+            package's split for raw text: "mat" "."). Defaults to `"whitespace"`.
         use_tensorflow_text: bool. Split with tensorflow-text instead of core TensorFlow ops
             (same tokens). Defaults to `False`.
 

@@ -15,11 +15,17 @@ OUTPUT/
   options.json          the biLM's options
   export.json           what was written, from what, by which version
 ```
+
+`export_model(..., progress=callback)` reports each stage (`"loading weights"`, `"SavedModel"`,
+`"ONNX"`, `"ONNX stateful"`, `"int8"`): `callback(stage, None)` when it starts and
+`callback(stage, seconds)` when it has finished.
 """
 
+import contextlib
 import json
 import os
 import pathlib
+import time
 
 from elmo_keras.files import atomic_directory, check_output
 
@@ -44,6 +50,18 @@ def _check_formats(formats):
     return formats
 
 
+@contextlib.contextmanager
+def _stage(progress, name):
+    """Reports the start of a stage and, when it finishes, its wall time to `progress`."""
+    if progress is None:
+        yield
+        return
+    progress(name, None)
+    start = time.monotonic()
+    yield
+    progress(name, time.monotonic() - start)
+
+
 def export_model(
     options_path,
     weights_path,
@@ -53,9 +71,10 @@ def export_model(
     onnx_state=False,
     quantize=False,
     opset=17,
-    tokenization_mode="punctuation",
+    tokenization_mode="whitespace",
     use_tensorflow_text=False,
     scalar_mix=None,
+    progress=None,
 ):
     """Loads a biLM from bilm-tf files and writes the requested exports into `output`.
 
@@ -69,14 +88,21 @@ def export_model(
         onnx_state: bool. Also write `model_stateful.onnx`. Defaults to `False`.
         quantize: bool. Also write `model.int8.onnx`. Defaults to `False`.
         opset: int. ONNX opset (>= 17). Defaults to `17`.
-        tokenization_mode: str. The SavedModel `default` signature's split. Defaults to
-            `"punctuation"`.
+        tokenization_mode: str. The SavedModel `default` signature's split: `"whitespace"`
+            (TF-Hub's ELMo module) or `"punctuation"`. Defaults to `"whitespace"`.
         use_tensorflow_text: bool. Split with tensorflow-text in the SavedModel. Defaults to
             `False`.
         scalar_mix: `ScalarMix` or `None`. The mix behind `elmo`. Defaults to uniform.
+        progress: callable or `None`. `progress(stage, seconds)`: `seconds` is `None` when a
+            stage starts, its wall time in seconds when it ends (see the module docstring).
+            Defaults to `None`, silent.
 
     Returns:
         The manifest dict (also written as `export.json`).
+
+    Raises:
+        ModuleNotFoundError: an ONNX format is asked for and the `[onnx]` extra is missing
+            (raised before anything is loaded or written).
     """
     formats = _check_formats(formats)
     if (onnx_state or quantize) and "onnx" not in formats:
@@ -88,11 +114,16 @@ def export_model(
     for name, path in (("options_path", options_path), ("weights_path", weights_path)):
         if not pathlib.Path(path).is_file():
             raise FileNotFoundError(f"`{name}` is not a file. Received: {name}={str(path)!r}")
+    if "onnx" in formats:
+        from elmo_keras.export.onnx import require_onnx  # noqa: PLC0415
+
+        require_onnx()  # before the slow SavedModel, not after it
 
     import elmo_keras  # noqa: PLC0415
     from elmo_keras.weights import load_bilm, read_options, write_options  # noqa: PLC0415
 
-    bilm = load_bilm(options_path, weights_path)
+    with _stage(progress, "loading weights"):
+        bilm = load_bilm(options_path, weights_path)
     manifest = {
         "producer": "elmo-keras",
         "elmo_keras_version": elmo_keras.__version__,
@@ -105,13 +136,14 @@ def export_model(
         if "savedmodel" in formats:
             from elmo_keras.export.savedmodel import export_savedmodel  # noqa: PLC0415
 
-            export_savedmodel(
-                bilm,
-                staging / SAVEDMODEL_DIR,
-                scalar_mix=scalar_mix,
-                tokenization_mode=tokenization_mode,
-                use_tensorflow_text=use_tensorflow_text,
-            )
+            with _stage(progress, "SavedModel"):
+                export_savedmodel(
+                    bilm,
+                    staging / SAVEDMODEL_DIR,
+                    scalar_mix=scalar_mix,
+                    tokenization_mode=tokenization_mode,
+                    use_tensorflow_text=use_tensorflow_text,
+                )
             manifest["files"]["savedmodel"] = SAVEDMODEL_DIR
             manifest["savedmodel"] = {
                 "tokenization_mode": tokenization_mode,
@@ -120,17 +152,23 @@ def export_model(
         if "onnx" in formats:
             from elmo_keras.export.onnx import export_onnx, quantize_onnx  # noqa: PLC0415
 
-            export_onnx(bilm, staging / ONNX_FILE, scalar_mix=scalar_mix, opset=opset)
+            with _stage(progress, "ONNX"):
+                export_onnx(bilm, staging / ONNX_FILE, scalar_mix=scalar_mix, opset=opset)
             manifest["files"]["onnx"] = ONNX_FILE
             manifest["opset"] = opset
             if onnx_state:
-                export_onnx(
-                    bilm, staging / ONNX_STATEFUL_FILE, scalar_mix=scalar_mix,
-                    stateful=True, opset=opset,
-                )
+                with _stage(progress, "ONNX stateful"):
+                    export_onnx(
+                        bilm,
+                        staging / ONNX_STATEFUL_FILE,
+                        scalar_mix=scalar_mix,
+                        stateful=True,
+                        opset=opset,
+                    )
                 manifest["files"]["onnx_stateful"] = ONNX_STATEFUL_FILE
             if quantize:
-                quantize_onnx(staging / ONNX_FILE, staging / ONNX_INT8_FILE)
+                with _stage(progress, "int8"):
+                    quantize_onnx(staging / ONNX_FILE, staging / ONNX_INT8_FILE)
                 manifest["files"]["onnx_int8"] = ONNX_INT8_FILE
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -92,8 +92,10 @@ def char_cnn_from_published(arrays, n_filters_widths, char_ids, activation="relu
     k = 0
     while f"CNN_high_{k}/W_carry" in arrays:
         highways.append(
-            tuple(arrays[f"CNN_high_{k}/{n}"] for n in ("W_carry", "b_carry", "W_transform",
-                                                         "b_transform"))
+            tuple(
+                arrays[f"CNN_high_{k}/{n}"]
+                for n in ("W_carry", "b_carry", "W_transform", "b_transform")
+            )
         )
         k += 1
     projection = (arrays["CNN_proj/W_proj"], arrays["CNN_proj/b_proj"])

@@ -23,7 +23,9 @@ def test_no_empty_group_when_there_is_no_empty_sentence():
 
 
 def test_batch_size_is_checked():
-    with pytest.raises(ValueError, match="`batch_size` must be an integer >= 1. Received: batch_size=0"):
+    with pytest.raises(
+        ValueError, match="`batch_size` must be an integer >= 1. Received: batch_size=0"
+    ):
         list(length_batches([["a"]], batch_size=0))
 
 

@@ -50,8 +50,16 @@ def test_renamed_constructor_arguments_warn_and_build_the_same_layer():
     from elmo_keras.layers import ProjectedBiLSTM, ProjectedLSTMCell, ScalarMix
 
     cases = [
-        (ProjectedBiLSTM, {"units": 8, "projection_dim": 4}, {"lstm_units": 8, "projection_dim": 4}),
-        (ProjectedLSTMCell, {"units": 8, "projection_dim": 4}, {"lstm_units": 8, "projection_dim": 4}),
+        (
+            ProjectedBiLSTM,
+            {"units": 8, "projection_dim": 4},
+            {"lstm_units": 8, "projection_dim": 4},
+        ),
+        (
+            ProjectedLSTMCell,
+            {"units": 8, "projection_dim": 4},
+            {"lstm_units": 8, "projection_dim": 4},
+        ),
         (ScalarMix, {"num_layers": 3}, {"n_layers": 3}),
     ]
     for cls, old, new in cases:

@@ -12,8 +12,11 @@ from elmo_keras.weights import load_bilm, load_weights, read_options, save_weigh
 def datasets(path):
     out = {}
     with h5py.File(path, "r") as f:
-        f.visititems(lambda name, item: out.__setitem__(name, item[...])
-                     if isinstance(item, h5py.Dataset) else None)
+        f.visititems(
+            lambda name, item: (
+                out.__setitem__(name, item[...]) if isinstance(item, h5py.Dataset) else None
+            )
+        )
     return out
 
 
@@ -31,8 +34,7 @@ def test_load_save_load_is_bit_exact(fixtures_dir, tmp_path, folder):
     again = load_bilm(tmp_path / "options.json", tmp_path / "out.hdf5")
     for a, b in zip(bilm.weights, again.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert read_options(tmp_path / "options.json") == json.loads(
-        (src / "options.json").read_text())
+    assert read_options(tmp_path / "options.json") == json.loads((src / "options.json").read_text())
 
 
 def test_forget_bias_and_gate_order_conventions(fixtures_dir):
@@ -43,11 +45,15 @@ def test_forget_bias_and_gate_order_conventions(fixtures_dir):
     cell = bilm.bilstm.forward_cells[0]
     units = cell.lstm_units
     # Keras block 1 (forget) is TensorFlow block 2 (f); Keras block 2 (candidate) is TF block 1 (j).
-    np.testing.assert_array_equal(np.asarray(cell.kernel)[:, units:2 * units],
-                                  w0[:16, 2 * units:3 * units])
-    np.testing.assert_array_equal(np.asarray(cell.recurrent_kernel)[:, 2 * units:3 * units],
-                                  w0[16:, units:2 * units])
-    np.testing.assert_array_equal(np.asarray(cell.bias)[units:2 * units], b[2 * units:3 * units])
+    np.testing.assert_array_equal(
+        np.asarray(cell.kernel)[:, units : 2 * units], w0[:16, 2 * units : 3 * units]
+    )
+    np.testing.assert_array_equal(
+        np.asarray(cell.recurrent_kernel)[:, 2 * units : 3 * units], w0[16:, units : 2 * units]
+    )
+    np.testing.assert_array_equal(
+        np.asarray(cell.bias)[units : 2 * units], b[2 * units : 3 * units]
+    )
     assert cell.forget_bias == 1.0  # added at run time, as TensorFlow's LSTMCell
     np.testing.assert_array_equal(np.asarray(bilm.char_cnn.char_embedding.embeddings)[0], 0.0)
 
@@ -62,8 +68,11 @@ def test_missing_dataset_is_named(fixtures_dir, tmp_path):
     options, weights = copy_fixture(fixtures_dir, tmp_path)
     with h5py.File(weights, "a") as f:
         del f["CNN_high_1/W_carry"]
-    with pytest.raises(ValueError, match=r"no dataset 'CNN_high_1/W_carry' \(expected shape "
-                                         r"\(124, 124\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"no dataset 'CNN_high_1/W_carry' \(expected shape "
+        r"\(124, 124\)",
+    ):
         load_bilm(options, weights)
 
 
@@ -72,9 +81,12 @@ def test_wrong_shape_is_named_with_both_shapes(fixtures_dir, tmp_path):
     opts = json.loads(options.read_text())
     opts["lstm"]["dim"] = 32
     options.write_text(json.dumps(opts))
-    with pytest.raises(ValueError, match=r"dataset 'RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0' "
-                                         r"has shape \(32, 256\), but the options need "
-                                         r"\(32, 128\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"dataset 'RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0' "
+        r"has shape \(32, 256\), but the options need "
+        r"\(32, 128\)",
+    ):
         load_bilm(options, weights)
 
 
@@ -96,8 +108,11 @@ def test_training_options_with_261_characters_are_explained(fixtures_dir, tmp_pa
     opts = json.loads(options.read_text())
     opts["char_cnn"]["n_characters"] = 261
     options.write_text(json.dumps(opts))
-    with pytest.raises(ValueError, match=r"n_characters=261, the value bilm-tf uses while "
-                                         r"training.*Set \"n_characters\": 262"):
+    with pytest.raises(
+        ValueError,
+        match=r"n_characters=261, the value bilm-tf uses while "
+        r"training.*Set \"n_characters\": 262",
+    ):
         load_bilm(options, weights)
 
 
@@ -124,12 +139,21 @@ def test_bad_files(tmp_path, fixtures_dir):
     "edit, message",
     [
         (lambda o: o.update(lstm=None), "`lstm` must be a JSON object. Received: None"),
-        (lambda o: o["lstm"].update(dim=64.7), "`lstm.dim` must be an integer >= 1. Received: 64.7"),
-        (lambda o: o["lstm"].update(dim="64"), "`lstm.dim` must be an integer >= 1. Received: '64'"),
+        (
+            lambda o: o["lstm"].update(dim=64.7),
+            "`lstm.dim` must be an integer >= 1. Received: 64.7",
+        ),
+        (
+            lambda o: o["lstm"].update(dim="64"),
+            "`lstm.dim` must be an integer >= 1. Received: '64'",
+        ),
         (lambda o: o["lstm"].update(cell_clip="3"), "`lstm.cell_clip` must be a finite number"),
         (lambda o: o["lstm"].update(use_skip_connections=1), "`lstm.use_skip_connections` must be"),
         (lambda o: o["char_cnn"].update(filters=[[1, 4.5]]), "`char_cnn.filters` must be"),
-        (lambda o: o["char_cnn"].update(n_highway=-1), "`char_cnn.n_highway` must be an integer >= 0"),
+        (
+            lambda o: o["char_cnn"].update(n_highway=-1),
+            "`char_cnn.n_highway` must be an integer >= 0",
+        ),
         (lambda o: o["char_cnn"].update(activation="gelu"), "`char_cnn.activation` must be one of"),
     ],
 )

@@ -4,13 +4,33 @@ Each module of this package that defines `add_parser(subparsers)` and `run(args)
 subcommand; the dispatcher finds them, so a new subcommand is a new file. TensorFlow is imported
 only inside `run`, after the environment has been prepared, so `--help` is fast and oneDNN can be
 switched on before TensorFlow's first import.
+
+Output: a command prints its own lines and nothing else. TensorFlow and ONNX Runtime log from
+C++ straight to file descriptor 2 (start-up lines, "failed call to cuInit", oneDNN notes); unless
+`--verbose` is given, what reaches descriptor 2 goes to a temporary file while Python's
+`sys.stderr` keeps the terminal, and it is shown only if the command fails unexpectedly. Python
+log records below ERROR (ONNX Runtime's quantizer, TensorFlow's Python logger) are dropped too.
+
+Exit codes: 0 success, 1 bad input (a missing or malformed file), 2 a usage mistake or a missing
+optional dependency (one line naming the `pip install "elmo-keras[...]"` that brings it),
+130 interrupted.
 """
 
 import argparse
+import contextlib
+import faulthandler
 import importlib
+import logging
 import os
 import pkgutil
 import sys
+import tempfile
+
+# The extra that brings each optional module the commands import (pyproject.toml's
+# optional-dependencies); `export` raises its own message naming `[onnx]`.
+EXTRAS = {"onnx": "onnx", "tf2onnx": "onnx", "onnxruntime": "runtime"}
+_verbose = False
+_stage_open = False  # a `print_stage` line waits for its time
 
 
 class CommandError(Exception):
@@ -26,36 +46,55 @@ def _subcommand_modules():
             yield module
 
 
+def _version():
+    import elmo_keras  # noqa: PLC0415
+
+    return f"elmo-keras {elmo_keras.__version__}"
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="elmo-keras",
         description="ELMo biLM: embed, train, evaluate and export (Keras 3 / TensorFlow).",
     )
+    parser.add_argument("--version", action="version", version=_version())
+    verbose_help = "show TensorFlow's and ONNX Runtime's own log lines"
+    parser.add_argument("--verbose", action="store_true", help=verbose_help)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _subcommand_modules():
         sub = module.add_parser(subparsers)
         sub.set_defaults(_run=module.run)
+        # Also after the subcommand (`elmo-keras export ... --verbose`); SUPPRESS keeps a
+        # `--verbose` given before it. A subcommand with a `--verbose` of its own keeps it.
+        with contextlib.suppress(argparse.ArgumentError):
+            sub.add_argument(
+                "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help
+            )
     return parser
 
 
-def prepare_environment():
-    """Settings that must precede TensorFlow's first import.
+def prepare_environment(verbose=False):
+    """Settings that must precede TensorFlow's first import; a user's own setting wins.
 
     oneDNN runs the large hoisted matrix products much faster on AMD CPUs, where TensorFlow
-    leaves it off by default (see docs/benchmarks.md); a user's own setting wins.
+    leaves it off by default (see docs/benchmarks.md). TensorFlow's C++ log level is ERROR
+    and up (those lines are captured, see `quiet_native_logs`), or TensorFlow's own default
+    with `--verbose`.
     """
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if not verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
 def import_tensorflow():
-    """Imports TensorFlow with its start-up log lines hidden (set ELMO_KERAS_DEBUG=1 to see them).
+    """Imports TensorFlow with its start-up log lines hidden (unless `--verbose` or
+    ELMO_KERAS_DEBUG=1).
 
     TensorFlow's C++ logging prints several lines on import that `TF_CPP_MIN_LOG_LEVEL` does not
     reach; a command-line user should see the command's own output.
     """
-    if os.environ.get("ELMO_KERAS_DEBUG") or "tensorflow" in sys.modules:
+    if _verbose or os.environ.get("ELMO_KERAS_DEBUG") or "tensorflow" in sys.modules:
         import tensorflow
 
         return tensorflow
@@ -74,27 +113,138 @@ def import_tensorflow():
     return tensorflow
 
 
+def print_stage(stage, seconds):
+    """A progress callback for `elmo_keras.export.export_model`: `SavedModel ... 12.1 s`."""
+    global _stage_open
+    if seconds is None:
+        sys.stderr.write(f"{stage} ...")
+        _stage_open = True
+    else:
+        sys.stderr.write(f" {seconds:.1f} s\n")
+        _stage_open = False
+    sys.stderr.flush()
+
+
+def missing_extra_message(error):
+    """The one line for a `ModuleNotFoundError` of an optional dependency, else `None`."""
+    if 'pip install "elmo-keras[' in str(error):
+        return str(error)
+    extra = EXTRAS.get((error.name or "").partition(".")[0])
+    if extra is None:
+        return None
+    return f'{error.name} is not installed: pip install "elmo-keras[{extra}]"'
+
+
+@contextlib.contextmanager
+def quiet_native_logs():
+    """Sends what is written to file descriptor 2 by C++ code to a temporary file, while
+    Python's `sys.stderr` keeps writing to the terminal; yields the file.
+
+    Does nothing (yields `None`) when `sys.stderr` is not descriptor 2 (e.g. under pytest's
+    capture), so a caller that replaced `sys.stderr` still sees every line.
+    """
+    try:
+        is_fd2 = sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        is_fd2 = False
+    if not is_fd2:
+        yield None
+        return
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    stream = os.fdopen(terminal, "w", buffering=1, encoding=sys.stderr.encoding, errors="replace")
+    original = sys.stderr
+    faulthandler_was_on = faulthandler.is_enabled()
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        sys.stderr = stream
+        faulthandler.enable(stream)  # a native crash still shows where it happened
+        try:
+            yield captured
+        finally:
+            faulthandler.disable()
+            if faulthandler_was_on:
+                faulthandler.enable(original)
+            stream.flush()
+            os.dup2(terminal, 2)
+            sys.stderr = original
+            stream.close()
+
+
+def _show_captured(captured):
+    """Copies the captured native log lines to stderr (after an unexpected failure)."""
+    if captured is None:
+        return
+    captured.seek(0)
+    text = captured.read().decode("utf-8", "replace").strip()
+    if text:
+        print("TensorFlow / ONNX Runtime log:\n" + text, file=sys.stderr)
+
+
+def _error(command, message):
+    global _stage_open
+    if _stage_open:  # end a `print_stage` line that will not get its time
+        sys.stderr.write("\n")
+        _stage_open = False
+    print(f"elmo-keras {command}: error: {message}", file=sys.stderr)
+
+
 def main(argv=None):
+    global _verbose
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 2
-    prepare_environment()
+    _verbose = bool(args.verbose)
+    prepare_environment(_verbose)
+    if _verbose:
+        return _run(args, None)
+    with errors_only_logging(), quiet_native_logs() as captured:
+        return _run(args, captured)
+
+
+@contextlib.contextmanager
+def errors_only_logging(names=("", "tensorflow")):
+    """Python log records below ERROR are dropped (the root logger, where ONNX Runtime's
+    quantizer warns, and TensorFlow's); the levels are restored afterwards."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _run(args, captured):
     try:
         result = args._run(args)
     except CommandError as error:
-        print(f"elmo-keras {args.command}: error: {error}", file=sys.stderr)
+        _error(args.command, error)
+        return 2
+    except ModuleNotFoundError as error:
+        message = missing_extra_message(error)
+        if message is None:
+            _show_captured(captured)
+            raise
+        _error(args.command, message)
         return 2
     except (ValueError, OSError) as error:
         # Bad input (a missing or malformed file, a wrong shape): one clear line, no traceback.
         if os.environ.get("ELMO_KERAS_DEBUG"):
+            _show_captured(captured)
             raise
-        print(f"elmo-keras {args.command}: error: {error}", file=sys.stderr)
+        _error(args.command, error)
         return 1
     except KeyboardInterrupt:
         print(f"elmo-keras {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BaseException:
+        _show_captured(captured)
+        raise
     return int(result or 0)
 
 

@@ -56,9 +56,9 @@ def add_parser(subparsers):
         "--tokenization",  # the 0.1.0 spelling
         dest="tokenization_mode",
         choices=("punctuation", "whitespace"),
-        default="punctuation",
-        help="how the SavedModel's `default` signature splits sentences (default: punctuation; "
-        "whitespace is the TF-Hub module's split)",
+        default="whitespace",
+        help="how the SavedModel's `default` signature splits sentences (default: whitespace, "
+        "the TF-Hub module's split; punctuation splits punctuation off too)",
     )
     parser.add_argument(
         "--tensorflow-text",
@@ -108,11 +108,14 @@ def run(args):
     except FileExistsError as error:
         message = str(error).replace("`overwrite=True` (`--overwrite`)", "--overwrite")
         raise CommandError(message) from None
+    from elmo_keras.cli import print_stage  # noqa: PLC0415
+
     manifest = export_model(
         options,
         weights,
         args.output,
         formats=args.format,
+        progress=print_stage,
         overwrite=args.overwrite,
         onnx_state=args.onnx_state,
         quantize=args.quantize,

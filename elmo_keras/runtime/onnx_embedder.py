@@ -141,11 +141,13 @@ class OnnxEmbedder:
             shape_h = (batch, 2, self._n_layers, self._projection_dim)
             shape_c = (batch, 2, self._n_layers, self._lstm_units)
             feeds["state_h"] = (
-                np.zeros(shape_h, np.float32) if state_h is None
+                np.zeros(shape_h, np.float32)
+                if state_h is None
                 else np.asarray(state_h, np.float32)
             )
             feeds["state_c"] = (
-                np.zeros(shape_c, np.float32) if state_c is None
+                np.zeros(shape_c, np.float32)
+                if state_c is None
                 else np.asarray(state_c, np.float32)
             )
         elif state_h is not None or state_c is not None:

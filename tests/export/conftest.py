@@ -11,8 +11,10 @@ def fixture_bilms(bilm_tf_fixture, allennlp_fixture):
     from elmo_keras.weights import load_bilm
 
     paths = {
-        "bilm_tf": (bilm_tf_fixture / "model" / "options.json",
-                    bilm_tf_fixture / "model" / "lm_weights.hdf5"),
+        "bilm_tf": (
+            bilm_tf_fixture / "model" / "options.json",
+            bilm_tf_fixture / "model" / "lm_weights.hdf5",
+        ),
         "allennlp": (allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5"),
     }
     models = {}

@@ -22,8 +22,10 @@ def test_model_is_valid_with_dynamic_axes_and_metadata(exported):
     (char_ids,) = model.graph.input
     dims = [d.dim_param or d.dim_value for d in char_ids.type.tensor_type.shape.dim]
     assert char_ids.name == "char_ids" and dims == ["batch", "tokens", 50]
-    outputs = {o.name: [d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim]
-               for o in model.graph.output}
+    outputs = {
+        o.name: [d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim]
+        for o in model.graph.output
+    }
     assert outputs == {
         "word_emb": ["batch", "tokens", 16],
         "lstm_outputs1": ["batch", "tokens", 32],
@@ -41,8 +43,13 @@ def test_model_is_valid_with_dynamic_axes_and_metadata(exported):
 @pytest.mark.parametrize("name", ["bilm_tf", "allennlp"])
 def test_onnx_matches_keras(exported, fixture_sentences, name):
     entry = exported[name]
-    batches = [[SENTENCES[1]], SENTENCES[:3], SENTENCES, fixture_sentences[:6],
-               fixture_sentences[20:21]]
+    batches = [
+        [SENTENCES[1]],
+        SENTENCES[:3],
+        SENTENCES,
+        fixture_sentences[:6],
+        fixture_sentences[20:21],
+    ]
     for batch in batches:
         char_ids = batch_to_char_ids(batch)
         expected = keras_outputs(entry["bilm"], entry["mix"], char_ids)
@@ -54,8 +61,11 @@ def test_onnx_ignores_padding(exported):
     alone = _run(entry["onnx"], {"char_ids": batch_to_char_ids([SENTENCES[1]])})
     padded = _run(entry["onnx"], {"char_ids": batch_to_char_ids([SENTENCES[1], SENTENCES[3]])})
     for name in ("default", "elmo", "lstm_outputs2"):
-        np.testing.assert_allclose(padded[name][0][: alone[name].shape[1] if name != "default"
-                                                   else None], alone[name][0], atol=1e-5)
+        np.testing.assert_allclose(
+            padded[name][0][: alone[name].shape[1] if name != "default" else None],
+            alone[name][0],
+            atol=1e-5,
+        )
     np.testing.assert_array_equal(padded["elmo"][0, 1:], 0.0)
 
 

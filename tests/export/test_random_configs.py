@@ -12,19 +12,41 @@ from elmo_keras.text.char_ids import batch_to_char_ids
 CONFIGS = {
     # Three layers, residual, no highway, tanh convolutions, 20 characters per token.
     "three_layers": {
-        "lstm": {"dim": 24, "projection_dim": 8, "n_layers": 3, "cell_clip": 3,
-                 "proj_clip": 3, "use_skip_connections": True},
-        "char_cnn": {"embedding": {"dim": 3}, "filters": [[1, 4], [3, 6]], "n_highway": 0,
-                     "n_characters": 262, "max_characters_per_token": 20,
-                     "activation": "tanh"},
+        "lstm": {
+            "dim": 24,
+            "projection_dim": 8,
+            "n_layers": 3,
+            "cell_clip": 3,
+            "proj_clip": 3,
+            "use_skip_connections": True,
+        },
+        "char_cnn": {
+            "embedding": {"dim": 3},
+            "filters": [[1, 4], [3, 6]],
+            "n_highway": 0,
+            "n_characters": 262,
+            "max_characters_per_token": 20,
+            "activation": "tanh",
+        },
     },
     # One layer, no residual, one highway.
     "one_layer": {
-        "lstm": {"dim": 40, "projection_dim": 12, "n_layers": 1, "cell_clip": 3,
-                 "proj_clip": 3, "use_skip_connections": False},
-        "char_cnn": {"embedding": {"dim": 5}, "filters": [[2, 8], [4, 8]], "n_highway": 1,
-                     "n_characters": 262, "max_characters_per_token": 50,
-                     "activation": "relu"},
+        "lstm": {
+            "dim": 40,
+            "projection_dim": 12,
+            "n_layers": 1,
+            "cell_clip": 3,
+            "proj_clip": 3,
+            "use_skip_connections": False,
+        },
+        "char_cnn": {
+            "embedding": {"dim": 5},
+            "filters": [[2, 8], [4, 8]],
+            "n_highway": 1,
+            "n_characters": 262,
+            "max_characters_per_token": 50,
+            "activation": "relu",
+        },
     },
 }
 

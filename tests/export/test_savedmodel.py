@@ -31,10 +31,21 @@ def _numpy(outputs):
 
 def test_signatures_and_outputs(loaded):
     model = loaded["bilm_tf"]
-    assert set(model.signatures) == {"default", "tokens", "char_ids", "char_ids_with_state"}
+    assert set(model.signatures) == {
+        "default",
+        "serving_default",
+        "tokens",
+        "char_ids",
+        "char_ids_with_state",
+    }
     outputs = set(model.signatures["char_ids"].structured_outputs)
     assert outputs == {
-        "word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default", "sequence_len"
+        "word_emb",
+        "lstm_outputs1",
+        "lstm_outputs2",
+        "elmo",
+        "default",
+        "sequence_len",
     }
     spec = model.signatures["tokens"].structured_input_signature[1]
     assert set(spec) == {"tokens", "sequence_len"}
@@ -72,14 +83,16 @@ def test_tokens_signature_matches_keras_and_ignores_padding(exported, loaded):
         np.testing.assert_array_equal(actual["elmo"][i, len(sentence) :], 0.0)
 
 
-def test_default_signature_tokenizes_like_the_package(exported, loaded):
+def test_default_signature_splits_on_whitespace_like_tf_hub(exported, loaded):
+    """TF-Hub's module splits on spaces: "The cat sat on the mat." is 6 tokens ("mat.")."""
     entry = exported["bilm_tf"]
-    texts = ["Hello, world! It's 3.5°C.", "Hi", "Déjà vu:   naïve café?"]
-    tokens = [tokenize_python(text) for text in texts]
-    actual = _numpy(loaded["bilm_tf"].signatures["default"](sentences=tf.constant(texts)))
-    expected = keras_outputs(entry["bilm"], entry["mix"], batch_to_char_ids(tokens))
-    assert_outputs_close(actual, expected)
-    np.testing.assert_array_equal(actual["sequence_len"], [len(t) for t in tokens])
+    texts = ["The cat sat on the mat.", "Hi", "Déjà vu:   naïve café?", "Hello, world! It's 3.5°C."]
+    tokens = [text.split() for text in texts]
+    for name in ("default", "serving_default"):
+        actual = _numpy(loaded["bilm_tf"].signatures[name](sentences=tf.constant(texts)))
+        expected = keras_outputs(entry["bilm"], entry["mix"], batch_to_char_ids(tokens))
+        assert_outputs_close(actual, expected)
+        np.testing.assert_array_equal(actual["sequence_len"], [6, 1, 4, 4])
 
 
 def test_state_signature_streams_like_keras(exported, loaded, fixture_sentences):
@@ -108,12 +121,21 @@ def test_loads_in_fresh_process_without_elmo_keras(exported, tmp_path):
 
     entry = exported["bilm_tf"]
     text_model = tmp_path / "tf_text_savedmodel"
-    export_savedmodel(entry["bilm"], text_model, scalar_mix=entry["mix"], use_tensorflow_text=True)
-    texts = ["Hello, world!", "Déjà vu ."]
-    expected = keras_outputs(
-        entry["bilm"], entry["mix"], batch_to_char_ids([tokenize_python(t) for t in texts])
+    export_savedmodel(
+        entry["bilm"],
+        text_model,
+        scalar_mix=entry["mix"],
+        tokenization_mode="punctuation",
+        use_tensorflow_text=True,
     )
-    np.savez(tmp_path / "expected.npz", **expected)
+    texts = ["Hello, world!", "Déjà vu ."]
+    for mode in ("whitespace", "punctuation"):
+        expected = keras_outputs(
+            entry["bilm"],
+            entry["mix"],
+            batch_to_char_ids([tokenize_python(t, mode=mode) for t in texts]),
+        )
+        np.savez(tmp_path / f"{mode}.npz", **expected)
     script = textwrap.dedent(
         f"""
         import sys
@@ -121,15 +143,16 @@ def test_loads_in_fresh_process_without_elmo_keras(exported, tmp_path):
         import tensorflow as tf
 
         texts = tf.constant({texts!r})
-        expected = np.load({str(tmp_path / "expected.npz")!r})
+        whitespace = np.load({str(tmp_path / "whitespace.npz")!r})
+        punctuation = np.load({str(tmp_path / "punctuation.npz")!r})
 
-        def check(outputs):
+        def check(outputs, expected=punctuation):
             for name in expected.files:
                 diff = np.abs(outputs[name].numpy() - expected[name]).max()
                 assert diff <= 1e-5, (name, diff)
 
         model = tf.saved_model.load({str(entry["savedmodel"])!r})
-        check(model.signatures["default"](sentences=texts))
+        check(model.signatures["default"](sentences=texts), whitespace)
         try:
             tf.saved_model.load({str(text_model)!r})
         except Exception as error:  # the tensorflow-text op is not registered yet
@@ -150,8 +173,12 @@ def test_loads_in_fresh_process_without_elmo_keras(exported, tmp_path):
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env,
-        cwd=tmp_path, timeout=300,
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")

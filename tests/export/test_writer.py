@@ -1,6 +1,8 @@
 """`elmo-keras export` and the atomic export folder: layout, overwrite rules, failures."""
 
 import json
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -21,11 +23,24 @@ def test_cli_writes_onnx_and_int8_from_a_run_dir(fixture_bilms, tmp_path, capsys
     (run_dir / "options.json").write_bytes(entry["options"].read_bytes())
     (run_dir / "lm_weights.hdf5").write_bytes(entry["weights"].read_bytes())
     output = tmp_path / "out"
-    code = main(["export", "--run-dir", str(run_dir), "--output", str(output),
-                 "--format", "onnx", "--quantize"])
+    code = main(
+        [
+            "export",
+            "--run-dir",
+            str(run_dir),
+            "--output",
+            str(output),
+            "--format",
+            "onnx",
+            "--quantize",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert sorted(p.name for p in output.iterdir()) == [
-        "export.json", "model.int8.onnx", "model.onnx", "options.json"
+        "export.json",
+        "model.int8.onnx",
+        "model.onnx",
+        "options.json",
     ]
     manifest = json.loads((output / "export.json").read_text())
     assert manifest["files"] == {"onnx": "model.onnx", "onnx_int8": "model.int8.onnx"}
@@ -43,8 +58,17 @@ def test_cli_refuses_existing_output_without_overwrite(fixture_bilms, tmp_path, 
     output = tmp_path / "out"
     output.mkdir()
     (output / "keep.txt").write_text("mine")
-    args = ["export", "--options", str(entry["options"]), "--weights", str(entry["weights"]),
-            "--output", str(output), "--format", "savedmodel"]
+    args = [
+        "export",
+        "--options",
+        str(entry["options"]),
+        "--weights",
+        str(entry["weights"]),
+        "--output",
+        str(output),
+        "--format",
+        "savedmodel",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert str(output) in err and "--overwrite" in err and len(err.strip().splitlines()) == 1
@@ -74,8 +98,9 @@ def test_failed_export_leaves_nothing_half_written(fixture_bilms, tmp_path, monk
 
     monkeypatch.setattr(elmo_keras.export.onnx, "export_onnx", fail)
     with pytest.raises(RuntimeError, match="injected failure"):
-        writer.export_model(entry["options"], entry["weights"], output, formats=("onnx",),
-                            overwrite=existing)
+        writer.export_model(
+            entry["options"], entry["weights"], output, formats=("onnx",), overwrite=existing
+        )
     assert "options.json" in written
     if existing:
         assert sorted(p.name for p in output.iterdir()) == ["keep.txt"]
@@ -114,8 +139,16 @@ def test_atomic_directory_replaces_only_on_success(tmp_path):
 )
 def test_cli_argument_errors(fixture_bilms, tmp_path, capsys, extra, message):
     entry = fixture_bilms["bilm_tf"]
-    args = ["export", "--options", str(entry["options"]), "--weights", str(entry["weights"]),
-            "--output", str(tmp_path / "out"), *extra]
+    args = [
+        "export",
+        "--options",
+        str(entry["options"]),
+        "--weights",
+        str(entry["weights"]),
+        "--output",
+        str(tmp_path / "out"),
+        *extra,
+    ]
     assert main(args) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -129,8 +162,80 @@ def test_cli_missing_inputs(tmp_path, capsys):
     run_dir_args = ["export", "--run-dir", str(tmp_path / "run"), "--output", str(tmp_path / "o")]
     assert main(run_dir_args) == 2
     assert "no weights file" in capsys.readouterr().err
-    code = main(["export", "--options", str(tmp_path / "none.json"), "--weights",
-                 str(tmp_path / "none.hdf5"), "--output", str(tmp_path / "o")])
+    code = main(
+        [
+            "export",
+            "--options",
+            str(tmp_path / "none.json"),
+            "--weights",
+            str(tmp_path / "none.hdf5"),
+            "--output",
+            str(tmp_path / "o"),
+        ]
+    )
     assert code == 1
     assert "`options_path` is not a file" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_progress_reports_each_stage(fixture_bilms, tmp_path, monkeypatch):
+    """`progress(stage, None)` when a stage starts, `progress(stage, seconds)` when it ends."""
+    import elmo_keras.export.onnx
+    import elmo_keras.export.savedmodel
+
+    entry = fixture_bilms["bilm_tf"]
+
+    def fake(bilm_or_source, path, **kwargs):  # the real ones are tested elsewhere
+        pathlib.Path(path).write_text("x")
+
+    monkeypatch.setattr(elmo_keras.export.savedmodel, "export_savedmodel", fake)
+    monkeypatch.setattr(elmo_keras.export.onnx, "export_onnx", fake)
+    monkeypatch.setattr(elmo_keras.export.onnx, "quantize_onnx", fake)
+    events = []
+    writer.export_model(
+        entry["options"],
+        entry["weights"],
+        tmp_path / "out",
+        onnx_state=True,
+        quantize=True,
+        progress=lambda stage, seconds: events.append((stage, seconds)),
+    )
+    stages = ["loading weights", "SavedModel", "ONNX", "ONNX stateful", "int8"]
+    assert [stage for stage, _ in events] == [s for s in stages for _ in range(2)]
+    assert all(seconds is None for _, seconds in events[::2])
+    assert all(seconds >= 0.0 for _, seconds in events[1::2])
+
+
+def test_cli_print_stage(capsys):
+    from elmo_keras.cli import print_stage
+
+    print_stage("SavedModel", None)
+    print_stage("SavedModel", 12.14)
+    assert capsys.readouterr().err == "SavedModel ... 12.1 s\n"
+
+
+@pytest.mark.parametrize("missing", ["tf2onnx", "onnx", "onnxruntime"])
+def test_missing_onnx_extra_is_one_line_before_any_work(
+    fixture_bilms, tmp_path, capsys, monkeypatch, missing
+):
+    entry = fixture_bilms["bilm_tf"]
+    monkeypatch.setitem(sys.modules, missing, None)  # as if it were not installed
+    output = tmp_path / "out"
+    args = ["export", "--options", str(entry["options"]), "--weights", str(entry["weights"])]
+    assert main([*args, "--output", str(output)]) == 2  # --format all, the default
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'pip install "elmo-keras[onnx]"' in err[0] and missing in err[0]
+    assert not output.exists() and _leftovers(tmp_path, "out") == []
+    with pytest.raises(ModuleNotFoundError, match=r"elmo-keras\[onnx\]"):
+        writer.export_model(entry["options"], entry["weights"], output, formats="onnx")
+    assert not output.exists()
+
+
+def test_missing_extra_message():
+    from elmo_keras.cli import missing_extra_message
+
+    error = ModuleNotFoundError("No module named 'onnxruntime'", name="onnxruntime")
+    assert missing_extra_message(error) == (
+        'onnxruntime is not installed: pip install "elmo-keras[runtime]"'
+    )
+    assert missing_extra_message(ModuleNotFoundError("x", name="no_such_module")) is None

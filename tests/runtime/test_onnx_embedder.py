@@ -103,7 +103,11 @@ def test_runtime_never_imports_tensorflow_or_keras(onnx_model, tmp_path):
     env = dict(os.environ)
     env.pop("KERAS_BACKEND", None)
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -1,0 +1,39 @@
+"""Session fixtures for the Beam tests: the AllenNLP fixture biLM as ONNX, and a small corpus.
+
+The model is exported as tests/runtime/conftest.py exports it (`load_bilm` + `export_onnx`).
+"""
+
+import pytest
+
+# Three small files, each with an empty line; the second has a byte-order mark, a "\r\n", a
+# vertical tab inside a line (whitespace between tokens, not a line end) and no final "\n".
+CORPUS = {
+    "news.txt": "The bank raised its rates .\n\nShe sat on the river bank .\n",
+    "mixed.txt": "\ufeffHello world\r\nx\x0by z\n\nDéjà vu , naïve café !\nlast line",
+    "short.txt": "one\ntwo three\n\n\nfour .\n",
+}
+
+
+@pytest.fixture(scope="session")
+def keras_bilm(allennlp_fixture):
+    from elmo_keras.weights import load_bilm
+
+    return load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
+
+
+@pytest.fixture(scope="session")
+def onnx_model(keras_bilm, tmp_path_factory):
+    from elmo_keras.export import export_onnx
+
+    path = tmp_path_factory.mktemp("beam_model") / "allennlp.onnx"
+    export_onnx(keras_bilm, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    """A folder holding the three `CORPUS` files (written as UTF-8 bytes, newlines as given)."""
+    folder = tmp_path_factory.mktemp("corpus")
+    for name, text in CORPUS.items():
+        (folder / name).write_bytes(text.encode("utf-8"))
+    return folder

@@ -1,0 +1,126 @@
+"""`elmo-keras beam-embed` on the multi-processing DirectRunner: one record per line, equal to
+`elmo-keras embed` on each file; the reader, the hdf5 converter and the command's errors."""
+
+import collections
+import os
+import subprocess
+import sys
+import textwrap
+
+import h5py
+import numpy as np
+import pytest
+
+pytest.importorskip(
+    "apache_beam", reason='apache-beam is not installed: pip install "elmo-keras[beam]"'
+)
+
+from elmo_keras.beam import read_embeddings, to_hdf5  # noqa: E402
+from elmo_keras.cli import main  # noqa: E402
+from elmo_keras.cli._common import read_sentences  # noqa: E402
+
+TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+@pytest.fixture(scope="session")
+def beam_output(onnx_model, corpus, tmp_path_factory):
+    """The corpus embedded by two worker processes; returns the shards' prefix."""
+    prefix = tmp_path_factory.mktemp("beam_out") / "embeddings"
+    argv = ["beam-embed", "--model", str(onnx_model), "--input", str(corpus / "*.txt")]
+    argv += ["--output", str(prefix), "--batch-size", "2", "--max-batch-tokens", "12"]
+    assert main([*argv, "--", *TWO_WORKERS]) == 0
+    return prefix
+
+
+def test_every_line_has_exactly_one_record(beam_output, corpus, capsys):
+    records = list(read_embeddings(f"{beam_output}-*").as_numpy_iterator())
+    keys = collections.Counter((r["source"].decode(), int(r["line"])) for r in records)
+    expected = {
+        (str(path), line): tokens
+        for path in corpus.iterdir()
+        for line, tokens in enumerate(read_sentences(path))
+    }
+    assert set(keys) == set(expected) and max(keys.values()) == 1
+    for record in records:
+        tokens = expected[record["source"].decode(), int(record["line"])]
+        assert [t.decode() for t in record["tokens"]] == tokens
+        assert record["embeddings"].shape == (3, len(tokens), 32)
+        assert record["embeddings"].dtype == np.float32
+    assert any(not tokens for tokens in expected.values())  # empty lines are there too
+
+
+def test_each_file_equals_elmo_keras_embed(beam_output, corpus, allennlp_fixture, tmp_path):
+    for path in sorted(corpus.iterdir()):
+        reference, converted = tmp_path / f"{path.stem}.embed.h5", tmp_path / f"{path.stem}.h5"
+        argv = ["embed", "--model", str(allennlp_fixture), "--input", str(path)]
+        assert main([*argv, "--output", str(reference)]) == 0  # the Keras backend
+        n_lines = to_hdf5(f"{beam_output}-*", str(path), converted)
+        with h5py.File(reference, "r") as want, h5py.File(converted, "r") as got:
+            assert sorted(got) == sorted(want) and len(want) == n_lines
+            for name in want:
+                assert got[name].dtype == np.float32 and got[name].shape == want[name].shape
+                np.testing.assert_allclose(got[name][()], want[name][()], atol=1e-5)
+
+
+def test_to_hdf5_errors(beam_output, tmp_path):
+    with pytest.raises(ValueError, match="no records for `source`='nope.txt'.*sources found"):
+        to_hdf5(f"{beam_output}-*", "nope.txt", tmp_path / "x.h5")
+    assert not (tmp_path / "x.h5").exists()
+    with pytest.raises(ValueError, match="`file_pattern` matched no files"):
+        read_embeddings(str(tmp_path / "none-*"))
+
+
+def test_command_errors_are_one_line(onnx_model, corpus, beam_output, tmp_path, capsys):
+    base = ["beam-embed", "--model", str(onnx_model), "--input", str(corpus / "*.txt")]
+    cases = [
+        ([*base, "--output", str(beam_output)], "output shard(s)"),
+        ([*base, "--output", str(tmp_path / "o"), "--batch-size", "0"], "--batch-size must be"),
+        ([*base, "--output", str(tmp_path / "no" / "o")], "output folder does not exist"),
+        ([*base, "--output", str(tmp_path / "o"), "--", "stray"], "Received: stray"),
+        (
+            ["beam-embed", "--model", str(tmp_path / "m.onnx"), "--input", "x", "--output", "o"],
+            "--model not found",
+        ),
+        ([*base[:3], "--input", str(tmp_path / "*.txt"), "--output", "o"], "matched no files"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("elmo-keras beam-embed: error:") and message in err, err
+        assert "\n" not in err
+
+
+def test_overwrite_deletes_the_old_shards_only(onnx_model, corpus, tmp_path, capsys):
+    prefix = tmp_path / "emb"
+    stale, unrelated = tmp_path / "emb-00003-of-00009", tmp_path / "emb-notes.txt"
+    stale.write_bytes(b"stale")
+    unrelated.write_text("keep me")
+    argv = ["beam-embed", "--model", str(onnx_model), "--input", str(corpus / "short.txt")]
+    assert main([*argv, "--output", str(prefix), "--num-shards", "1", "--overwrite"]) == 0
+    assert "wrote 5 lines (5 tokens)" in capsys.readouterr().out
+    assert not stale.exists() and unrelated.read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.glob("emb-*-of-*")) == ["emb-00000-of-00001"]
+    assert len(list(read_embeddings(f"{prefix}-*-of-*"))) == 5
+
+
+def test_without_apache_beam_the_command_names_the_extra(tmp_path):
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["apache_beam"] = None  # as if it were not installed
+        from elmo_keras.cli import main
+        sys.exit(main(["beam-embed", "--model", "m.onnx", "--input", "x", "--output", "o"]))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        'elmo-keras beam-embed: error: apache-beam is not installed: pip install "elmo-keras[beam]"'
+    ]
