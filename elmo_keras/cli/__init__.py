@@ -192,7 +192,13 @@ def _error(command, message):
 def main(argv=None):
     global _verbose
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # `beam-embed` passes the flags it does not know on to Beam (its pipeline options); every
+    # other command rejects them as argparse does.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        if not getattr(args, "_takes_unknown_args", False):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.unknown_args = unknown
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 2

@@ -16,8 +16,9 @@ def add_parser(subparsers):
         "sentence per line, numbered as `elmo-keras embed` numbers them) and writes one "
         "tf.train.Example per line to TFRecord shards PREFIX-SSSSS-of-NNNNN: source, line "
         "(0-based), tokens, shape [n_layers + 1, n_tokens, 2 * projection_dim] and embeddings "
-        "(row-major). Beam pipeline options are --name=value flags given after `--`, e.g. "
-        "-- --direct_num_workers=2 --direct_running_mode=multi_processing. See docs/beam.md.",
+        "(row-major). Any other --name=value flag is a Beam pipeline option, e.g. "
+        "--direct_num_workers=2 --direct_running_mode=multi_processing (a `--` before them "
+        "also works). See docs/beam.md.",
     )
     parser.add_argument("--model", required=True, help="an .onnx file from `elmo-keras export`")
     parser.add_argument("--input", required=True, help="a glob of text files (local, gs://, ...)")
@@ -37,7 +38,10 @@ def add_parser(subparsers):
         "--overwrite", action="store_true", help="delete existing PREFIX-*-of-* shards first"
     )
     parser.add_argument(
-        "pipeline_args", nargs="*", metavar="BEAM_OPTION", help="Beam pipeline options after `--`"
+        "pipeline_args",
+        nargs="*",
+        metavar="BEAM_OPTION",
+        help="Beam pipeline options (--name=value)",
     )
     parser.set_defaults(_takes_unknown_args=True)
     return parser

@@ -96,11 +96,20 @@ def test_overwrite_deletes_the_old_shards_only(onnx_model, corpus, tmp_path, cap
     stale.write_bytes(b"stale")
     unrelated.write_text("keep me")
     argv = ["beam-embed", "--model", str(onnx_model), "--input", str(corpus / "short.txt")]
-    assert main([*argv, "--output", str(prefix), "--num-shards", "1", "--overwrite"]) == 0
+    # A Beam option may also come without `--`: the command passes on what it does not know.
+    argv += ["--direct_num_workers=1", "--output", str(prefix), "--num-shards", "1"]
+    assert main([*argv, "--overwrite"]) == 0
     assert "wrote 5 lines (5 tokens)" in capsys.readouterr().out
     assert not stale.exists() and unrelated.read_text() == "keep me"
     assert sorted(p.name for p in tmp_path.glob("emb-*-of-*")) == ["emb-00000-of-00001"]
     assert len(list(read_embeddings(f"{prefix}-*-of-*"))) == 5
+
+
+def test_other_commands_reject_unknown_flags(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["presets", "--direct_num_workers=2"])
+    assert exit_info.value.code == 2
+    assert "unrecognized arguments: --direct_num_workers=2" in capsys.readouterr().err
 
 
 def test_without_apache_beam_the_command_names_the_extra(tmp_path):

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Trains the `mini_en` biLM (issue 15) and evaluates it; resumable.
+#
+#   experiments/mini_en/train.sh [RUN_DIR]          (default runs/mini_en)
+#
+# Run it again after an interruption: it resumes from the last checkpoint and the result is the
+# same model (the step, the data order and the sampler all come from the checkpoint). When the
+# run has reached STEPS it evaluates on WikiText-2 test and writes RUN_DIR/test.txt; then
+# `python experiments/mini_en/package.py RUN_DIR` writes the model card and the package files.
+set -euo pipefail
+RUN=${1:-runs/mini_en}
+WT2=${WT2:-../shared/data/wikitext-2}
+STEPS=${STEPS:-10000}
+BIN=${BIN:-.venv/bin}
+if [ -f "$RUN/training_config.json" ]; then RESUME=--resume; else RESUME=; fi
+"$BIN/elmo-keras" train $RESUME --config cpu --train "$WT2/train.raw.txt" \
+  --valid "$WT2/valid.raw.txt" --min-count 3 --steps "$STEPS" --seed 0 \
+  --checkpoint-every 500 --log-every 100 --output "$RUN"
+"$BIN/elmo-keras" evaluate --model "$RUN" --data "$WT2/test.raw.txt" --batch-size 16 \
+  | tee "$RUN/test.txt"
