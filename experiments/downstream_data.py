@@ -12,44 +12,18 @@ import time
 
 import numpy as np
 
+from elmo_keras.data import MR_SPLIT_SEED as SPLIT_SEED
+from elmo_keras.data import mr_split as split_indices  # the fixed 80/10/10 split
+from elmo_keras.data import read_glove
+from elmo_keras.data import read_mr_sentiment as load_mr  # (texts, labels); label 1 = pos
+
 MAX_TOKENS = 64
-SPLIT_SEED = 0
-
-
-def load_mr(path):
-    """`(texts, labels)` of the MR snippets file; label 1 = pos."""
-    texts, labels = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            label, _rating, text = line.rstrip("\n").split("\t", 2)
-            texts.append(text)
-            labels.append(1 if label == "pos" else 0)
-    return texts, np.array(labels, np.int32)
-
-
-def split_indices(n, seed=SPLIT_SEED):
-    """The fixed 80/10/10 split: `(train, valid, test)` index arrays."""
-    order = np.random.default_rng(seed).permutation(n)
-    n_train, n_valid = int(0.8 * n), int(0.1 * n)
-    return order[:n_train], order[n_train : n_train + n_valid], order[n_train + n_valid :]
 
 
 def tokenize_all(texts, max_tokens=MAX_TOKENS):
     from elmo_keras.text import tokenize_python
 
     return [tokenize_python(t)[:max_tokens] or ["."] for t in texts]
-
-
-def read_glove(path, words):
-    """GloVe vectors of `words` (lower-cased look-up): `{word: vector}`."""
-    wanted = {w.lower() for w in words}
-    vectors = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            word, rest = line.split(" ", 1)
-            if word in wanted:
-                vectors[word] = np.array(rest.split(), np.float32)
-    return vectors
 
 
 def build_vocabulary(token_lists, train_idx):

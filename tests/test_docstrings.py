@@ -28,6 +28,7 @@ SOURCES = [
     "runtime/*.py",
     "batching.py",
     "validation.py",
+    "data.py",
 ]
 # Modules that import an optional dependency: skipped where it is not installed.
 OPTIONAL = {"elmo_keras.runtime": "onnxruntime"}
