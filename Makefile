@@ -18,6 +18,7 @@ demo: $(STAMP)
 # The linter runs first: a lint error fails `make test` (and so CI) in seconds.
 test: lint
 	$(VENV)/bin/python -m pytest -q
+	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q tests/layers
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)

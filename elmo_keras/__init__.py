@@ -30,16 +30,13 @@ def register_keras_classes():
 
 
 def _register_if_keras_is_loaded():
-    """Registers the classes if Keras has been imported on TensorFlow; `True` if Keras is."""
+    """Registers the classes if Keras has been imported; `True` if it has."""
     if "keras" not in sys.modules:
         return False
-    if "tensorflow" in sys.modules:  # Keras on another backend: the layers cannot run there
-        try:
-            register_keras_classes()
-        except Exception as error:  # noqa: BLE001 (never break the import that brought Keras in)
-            warnings.warn(
-                f"elmo-keras could not register its Keras classes: {error!r}", stacklevel=3
-            )
+    try:
+        register_keras_classes()
+    except Exception as error:  # noqa: BLE001 (never break the import that brought Keras in)
+        warnings.warn(f"elmo-keras could not register its Keras classes: {error!r}", stacklevel=3)
     return True
 
 

@@ -2,6 +2,11 @@
 
 `run_layer_test` is the one entry point. `check_keras_file_round_trip` is also used on its
 own, for models with real weights (`BiLM` read from the fixtures).
+
+The helpers run on the Keras backend the process started with (`KERAS_BACKEND`; tests/conftest.py
+defaults it to TensorFlow) and only use `keras.ops`, so the backend-neutral layers (`Highway`,
+`ScalarMix`, `CharCNN`) go through the same checks under JAX (`make test` runs tests/layers
+that way too). Checks that only mean something on one backend say so and are skipped elsewhere.
 """
 
 import copy
@@ -10,7 +15,6 @@ import tempfile
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 # `expected_output_mask` default: the layer passes the `mask` it was given on unchanged.
 SAME_AS_MASK = object()
@@ -33,6 +37,7 @@ def run_layer_test(
     run_training_check=True,
     run_mixed_precision_check=True,
     run_keras_round_trip=True,
+    run_jit_check=True,
 ):
     """Checks one layer class end to end; each failing check says which one it is.
 
@@ -48,7 +53,12 @@ def run_layer_test(
     - one `train_on_batch` of the layer with `Dense` heads (SGD) gives a finite loss, moves
       every trainable weight of the layer and lowers the loss;
     - under the `"mixed_bfloat16"` policy the outputs are bfloat16 and finite, and the
-      variables float32.
+      variables float32;
+    - JAX backend only: `jax.jit(layer.stateless_call)` gives the eager outputs (TensorFlow's
+      graph path is covered by the Functional model and the training step above).
+
+    On every backend the eager outputs are tensors of that backend (`keras.ops.is_tensor`):
+    a layer that computes with TensorFlow under JAX fails here.
 
     Args:
         layer_cls: the layer class (or `keras.layers.RNN` with a `cell` in `init_kwargs`).
@@ -64,8 +74,9 @@ def run_layer_test(
         run_training_check: bool. Skipped anyway when the layer has no trainable weight.
         run_mixed_precision_check: bool.
         run_keras_round_trip: bool.
+        run_jit_check: bool. The JAX `jax.jit(stateless_call)` check; ignored on other backends.
     """
-    input_data = keras.tree.map_structure(tf.convert_to_tensor, input_data)
+    input_data = keras.tree.map_structure(keras.ops.convert_to_tensor, input_data)
     if expected_output_mask is SAME_AS_MASK:
         expected_output_mask = mask
     name = layer_cls.__name__
@@ -86,11 +97,14 @@ def run_layer_test(
     assert (len(layer.trainable_weights), len(layer.non_trainable_weights)) == counts, (
         f"`{name}` made new weights in its first call, after `build()`"
     )
+    _check_backend_tensors(name, outputs)
     got_shapes = [tuple(x.shape) for x in keras.tree.flatten(outputs)]
     want_shapes = _flat_shapes(expected_output_shape)
     assert got_shapes == want_shapes, f"`{name}` eager output shapes {got_shapes} != {want_shapes}"
     if layer.supports_masking:
         _check_output_mask(name, keras.tree.flatten(outputs)[0], expected_output_mask)
+    if run_jit_check and keras.config.backend() == "jax":
+        _check_jax_jit_stateless_call(layer, input_data, call_kwargs, outputs)
 
     symbolic_inputs, model_inputs = _symbolic_inputs(input_data, mask)
     symbolic_kwargs = {} if mask is None else {"mask": model_inputs[-1]}
@@ -98,12 +112,52 @@ def run_layer_test(
     _check_symbolic_outputs(name, symbolic, outputs, expected_output_mask, layer.supports_masking)
 
     if run_keras_round_trip:
-        data = keras.tree.flatten(input_data) + ([] if mask is None else [tf.constant(mask)])
+        data = keras.tree.flatten(input_data) + (
+            [] if mask is None else [keras.ops.convert_to_tensor(mask)]
+        )
         check_keras_file_round_trip(keras.Model(model_inputs, symbolic), data)
     if run_training_check and layer.trainable_weights:
         _check_one_fit_step(layer, input_data)
     if run_mixed_precision_check:
         _check_mixed_precision(layer_cls, init_kwargs, input_data, call_kwargs)
+
+
+def keras_mask(tensor):
+    """The mask Keras attached to `tensor`, or None.
+
+    An attribute on TensorFlow tensors and KerasTensors; JAX arrays take no attributes, so Keras
+    keeps theirs in a side table. Keras 3 has no public accessor for both.
+    """
+    from keras.src.backend.common.masking import get_keras_mask
+
+    return get_keras_mask(tensor)
+
+
+def _check_backend_tensors(name, outputs):
+    backend = keras.config.backend()
+    for output in keras.tree.flatten(outputs):
+        assert keras.ops.is_tensor(output), (
+            f"`{name}` returned a {type(output).__name__}, not a tensor of the {backend} backend"
+        )
+
+
+def _check_jax_jit_stateless_call(layer, input_data, call_kwargs, eager_outputs):
+    import jax
+
+    name = type(layer).__name__
+    trainable = [v.value for v in layer.trainable_variables]
+    non_trainable = [v.value for v in layer.non_trainable_variables]
+    jitted, _ = jax.jit(layer.stateless_call)(trainable, non_trainable, input_data, **call_kwargs)
+    pairs = zip(keras.tree.flatten(jitted), keras.tree.flatten(eager_outputs), strict=True)
+    for got, want in pairs:
+        assert isinstance(got, jax.Array), f"`{name}` under jax.jit returned {type(got)}"
+        np.testing.assert_allclose(
+            np.asarray(got),
+            np.asarray(want),
+            rtol=1e-5,
+            atol=1e-6,
+            err_msg=f"`{name}`: jax.jit(stateless_call) differs from the eager call",
+        )
 
 
 def _check_arguments_are_attributes(layer, init_kwargs):
@@ -155,7 +209,7 @@ def _flat_shapes(structure):
 
 
 def _check_output_mask(name, output, expected):
-    got = getattr(output, "_keras_mask", None)
+    got = keras_mask(output)
     if expected is None:
         assert got is None, f"`{name}` put a mask on its output where none was expected"
         return
@@ -189,7 +243,7 @@ def _check_symbolic_outputs(name, symbolic, eager, expected_mask, supports_maski
         )
     if not supports_masking:
         return
-    sym_mask = getattr(keras.tree.flatten(symbolic)[0], "_keras_mask", None)
+    sym_mask = keras_mask(keras.tree.flatten(symbolic)[0])
     if expected_mask is None:
         assert sym_mask is None, f"`{name}` symbolic output has a mask where none was expected"
     else:
@@ -278,7 +332,7 @@ def _check_mixed_precision(layer_cls, init_kwargs, input_data, call_kwargs):
         dtype = keras.backend.standardize_dtype(output.dtype)
         if "float" in dtype:
             assert dtype == "bfloat16", f"`{name}` under mixed_bfloat16 gave a {dtype} output"
-            assert np.all(np.isfinite(np.asarray(tf.cast(output, "float32")))), (
+            assert np.all(np.isfinite(np.asarray(keras.ops.cast(output, "float32")))), (
                 f"`{name}` under mixed_bfloat16 gave non-finite outputs"
             )
     for variable in layer.weights:

@@ -1,5 +1,5 @@
 import keras
-import tensorflow as tf
+from keras import ops
 
 from elmo_keras.layers.highway import Highway
 from elmo_keras.options import ACTIVATIONS, DEFAULT_FILTERS
@@ -36,7 +36,8 @@ class CharCNN(keras.layers.Layer):
     projection to `projection_dim`.
 
     Padding tokens (all ids 0) give zero vectors, and the layer produces a mask that marks the
-    real tokens.
+    real tokens. Written with `keras.ops` only, so it runs on any Keras 3 backend (and under
+    `jax.jit` of `stateless_call`).
 
     Args:
         n_characters: int. Size of the character vocabulary, padding id 0 included.
@@ -62,8 +63,8 @@ class CharCNN(keras.layers.Layer):
     Example:
     >>> layer = CharCNN(filters=[(1, 4), (2, 8)], n_highway=1, projection_dim=16)
     >>> ids = np.zeros((2, 7, 50), "int32"); ids[:, :3, :3] = [259, 105, 260]
-    >>> layer(ids).shape
-    TensorShape([2, 7, 16])
+    >>> tuple(layer(ids).shape)
+    (2, 7, 16)
 
     Reference:
         [Peters et al., 2018](https://arxiv.org/abs/1802.05365);
@@ -150,31 +151,31 @@ class CharCNN(keras.layers.Layer):
         self.built = True
 
     def call(self, char_ids):
-        char_ids = tf.convert_to_tensor(char_ids)
-        if char_ids.shape.rank is not None and char_ids.shape[-1] is not None:
-            if char_ids.shape[-1] != self.max_characters_per_token:
-                raise ValueError(
-                    "`char_ids` must have `max_characters_per_token` "
-                    f"({self.max_characters_per_token}) ids per token. "
-                    f"Received: shape={tuple(char_ids.shape)}"
-                )
-        char_ids = tf.cast(char_ids, "int32")
-        leading = tf.shape(char_ids)[:-1]
-        flat = tf.reshape(char_ids, [-1, self.max_characters_per_token])
+        char_ids = ops.convert_to_tensor(char_ids)
+        width = char_ids.shape[-1] if ops.ndim(char_ids) is not None else None
+        if width is not None and width != self.max_characters_per_token:
+            raise ValueError(
+                "`char_ids` must have `max_characters_per_token` "
+                f"({self.max_characters_per_token}) ids per token. "
+                f"Received: shape={tuple(char_ids.shape)}"
+            )
+        char_ids = ops.cast(char_ids, "int32")
+        leading = ops.shape(char_ids)[:-1]
+        flat = ops.reshape(char_ids, (-1, self.max_characters_per_token))
         embedded = self.char_embedding(flat)  # [N, C, E]
         pooled = []
         for conv in self.convolutions:
             # Max over positions before the activation equals bilm-tf's order for the two
             # monotonic activations it allows (relu, tanh), and is cheaper.
-            pooled.append(tf.reduce_max(conv(embedded), axis=1))
-        x = tf.concat(pooled, axis=-1)
-        x = tf.nn.relu(x) if self.activation == "relu" else tf.tanh(x)
+            pooled.append(ops.max(conv(embedded), axis=1))
+        x = ops.concatenate(pooled, axis=-1)
+        x = ops.relu(x) if self.activation == "relu" else ops.tanh(x)
         for highway in self.highways:
             x = highway(x)
         x = self.projection(x)
-        token_mask = tf.cast(flat[:, 0] != 0, x.dtype)
+        token_mask = ops.cast(ops.not_equal(flat[:, 0], 0), x.dtype)
         x = x * token_mask[:, None]
-        return tf.reshape(x, tf.concat([leading, [self.projection_dim]], axis=0))
+        return ops.reshape(x, (*leading, self.projection_dim))
 
     def compute_mask(self, char_ids, mask=None):
         return keras.ops.not_equal(char_ids[..., 0], 0)

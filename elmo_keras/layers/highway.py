@@ -8,6 +8,7 @@ class Highway(keras.layers.Layer):
     `y = g * f(x W_t + b_t) + (1 - g) * x` with the carry gate `g = sigmoid(x W_c + b_c)`.
     bilm-tf calls `W_c` the carry weights and `W_t` the transform weights; `b_c` starts at
     `-2`, so a new layer passes most of its input through. The output has the input's size.
+    Written with `keras.ops` only, so it runs on any Keras 3 backend.
 
     Args:
         activation: string or callable. The transform's nonlinearity. ELMo always uses relu
@@ -24,8 +25,8 @@ class Highway(keras.layers.Layer):
 
     Example:
     >>> layer = Highway()
-    >>> layer(np.ones((2, 5, 8), "float32")).shape
-    TensorShape([2, 5, 8])
+    >>> tuple(layer(np.ones((2, 5, 8), "float32")).shape)
+    (2, 5, 8)
 
     Reference:
         [Srivastava et al., 2015](https://arxiv.org/abs/1505.00387)

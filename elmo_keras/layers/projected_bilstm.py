@@ -5,6 +5,7 @@ from elmo_keras.layers.projected_lstm_cell import (
     ProjectedLSTMCell,
     _from_0_1_0_config,
     _optional_clip,
+    require_tensorflow_backend,
 )
 from elmo_keras.validation import check_int, check_number, renamed_argument, renamed_attribute
 
@@ -25,6 +26,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
     (the state after each sentence's last real token), so a caller can carry state across
     batches explicitly. Padded positions output zeros and do not change the state, so a
     sentence gives the same vectors alone or inside any right-padded batch.
+
+    TensorFlow backend only (a `tf.while_loop`): under another Keras backend the constructor
+    raises a `RuntimeError`.
 
     Args:
         lstm_units: int. Memory cell size of every LSTM. ELMo: `4096`. Called `units` before
@@ -81,6 +85,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         return_state=False,
         **kwargs,
     ):
+        require_tensorflow_backend("ProjectedBiLSTM")
         lstm_units = renamed_argument(
             kwargs, "units", "lstm_units", lstm_units, None, "ProjectedBiLSTM"
         )

@@ -9,6 +9,34 @@ from elmo_keras.validation import (
 )
 
 
+def require_tensorflow_backend(owner):
+    """Raises a `RuntimeError` unless Keras runs on the TensorFlow backend.
+
+    The one check of the TensorFlow-only parts. `Highway`, `ScalarMix` and `CharCNN` are written
+    with `keras.ops` and run on any Keras 3 backend; the LSTMs (this cell, `ProjectedBiLSTM`),
+    the models built on them and the string ops are TensorFlow code, which under another
+    backend would quietly compute with TensorFlow and return TensorFlow tensors. So their
+    constructors call this first. It lives here, at the bottom of the TensorFlow-only layers,
+    so that no layer module imports a sibling that imports another (tests/test_architecture.py).
+    See docs/backends.md.
+
+    Args:
+        owner: str. The name of the class or function that needs TensorFlow, for the message.
+
+    Example:
+    >>> keras.config.backend()
+    'tensorflow'
+    >>> require_tensorflow_backend("ProjectedBiLSTM")  # nothing happens on TensorFlow
+    """
+    backend = keras.config.backend()
+    if backend != "tensorflow":
+        raise RuntimeError(
+            f"`{owner}` needs the TensorFlow backend (KERAS_BACKEND=tensorflow); received "
+            f"backend {backend!r}. On other backends only `Highway`, `ScalarMix` and `CharCNN` "
+            "run (see docs/backends.md)."
+        )
+
+
 def _optional_clip(name, value):
     if value is None:
         return None
@@ -41,6 +69,8 @@ class ProjectedLSTMCell(keras.layers.Layer):
 
     The cell works step by step with `keras.layers.RNN` (state `[h, c]`); `ProjectedBiLSTM`
     instead calls `input_projection` once for all positions and `recurrent_step` in its loop.
+    TensorFlow backend only: under another Keras backend the constructor raises a
+    `RuntimeError`.
 
     Args:
         lstm_units: int. Size of the memory cell `c`. Called `units` before 0.2 (still
@@ -79,6 +109,7 @@ class ProjectedLSTMCell(keras.layers.Layer):
         projection_initializer="glorot_uniform",
         **kwargs,
     ):
+        require_tensorflow_backend("ProjectedLSTMCell")
         lstm_units = renamed_argument(
             kwargs, "units", "lstm_units", lstm_units, None, "ProjectedLSTMCell"
         )

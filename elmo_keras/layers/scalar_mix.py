@@ -1,5 +1,5 @@
 import keras
-import tensorflow as tf
+from keras import ops
 
 from elmo_keras.validation import (
     check_int,
@@ -16,7 +16,8 @@ class ScalarMix(keras.layers.Layer):
     The weights `w` start at 0 (an even mix) and `gamma` at 1, unless set. With
     `do_layer_norm`, every layer is first normalised with one mean and one variance taken over
     all real (unmasked) elements of the batch, as bilm-tf and AllenNLP do. With `use_top_only`,
-    the output is `gamma * top_layer` and `w` is unused.
+    the output is `gamma * top_layer` and `w` is unused. Written with `keras.ops` only, so it
+    runs on any Keras 3 backend (and under `jax.jit` of `stateless_call`).
 
     Args:
         n_layers: int. Number of layers mixed (ELMo: the biLM's `n_layers + 1`). Called
@@ -41,8 +42,8 @@ class ScalarMix(keras.layers.Layer):
 
     Example:
     >>> mix = ScalarMix(3, initial_scalar_weights=[0.1, 0.3, 0.5], initial_gamma=1.1)
-    >>> mix(np.ones((2, 3, 4, 8), "float32")).shape
-    TensorShape([2, 4, 8])
+    >>> tuple(mix(np.ones((2, 3, 4, 8), "float32")).shape)
+    (2, 4, 8)
 
     Reference:
         [Peters et al., 2018](https://arxiv.org/abs/1802.05365), equation 1.
@@ -96,34 +97,34 @@ class ScalarMix(keras.layers.Layer):
                 raise ValueError(
                     f"`ScalarMix` expects {self.n_layers} layers. Received: {len(inputs)}"
                 )
-            return [tf.convert_to_tensor(x) for x in inputs]
-        inputs = tf.convert_to_tensor(inputs)
-        if inputs.shape.rank != 4 or inputs.shape[1] not in (None, self.n_layers):
+            return [ops.convert_to_tensor(x) for x in inputs]
+        inputs = ops.convert_to_tensor(inputs)
+        if len(inputs.shape) != 4 or inputs.shape[1] not in (None, self.n_layers):
             raise ValueError(
                 f"`ScalarMix` expects inputs [batch, {self.n_layers}, tokens, dim]. "
                 f"Received: shape={tuple(inputs.shape)}"
             )
-        return tf.unstack(inputs, num=self.n_layers, axis=1)
+        return ops.unstack(inputs, num=self.n_layers, axis=1)
 
     def _layer_norm(self, x, float_mask):
         # One mean and variance over every real element of the batch (bilm-tf, AllenNLP).
         broadcast = float_mask[:, :, None]
-        count = tf.reduce_sum(float_mask) * tf.cast(tf.shape(x)[-1], x.dtype)
-        mean = tf.reduce_sum(x * broadcast) / count
-        variance = tf.reduce_sum(tf.square((x - mean) * broadcast)) / count
-        return (x - mean) * tf.math.rsqrt(variance + self.layer_norm_epsilon)
+        count = ops.sum(float_mask) * ops.cast(ops.shape(x)[-1], x.dtype)
+        mean = ops.sum(x * broadcast) / count
+        variance = ops.sum(ops.square((x - mean) * broadcast)) / count
+        return (x - mean) * ops.rsqrt(variance + self.layer_norm_epsilon)
 
     def call(self, inputs, mask=None):
         layers = self._stack(inputs)
         dtype = layers[0].dtype
-        gamma = tf.cast(self.gamma, dtype)
+        gamma = ops.cast(self.gamma, dtype)
         if self.use_top_only:
             return gamma * layers[-1]
         if mask is None:
-            float_mask = tf.ones(tf.shape(layers[0])[:2], dtype)
+            float_mask = ops.ones_like(layers[0][:, :, 0])
         else:
-            float_mask = tf.cast(mask, dtype)
-        weights = tf.cast(tf.nn.softmax(self.scalar_weights), dtype)
+            float_mask = ops.cast(mask, dtype)
+        weights = ops.cast(ops.softmax(self.scalar_weights), dtype)
         total = 0.0
         for j, layer in enumerate(layers):
             if self.do_layer_norm:

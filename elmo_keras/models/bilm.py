@@ -4,6 +4,7 @@ import tensorflow as tf
 from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM
+from elmo_keras.layers.projected_lstm_cell import require_tensorflow_backend
 from elmo_keras.options import (
     DEFAULT_FILTERS,
     bilm_kwargs_to_options,
@@ -85,6 +86,7 @@ class BiLM(keras.Model):
         dropout=0.0,
         **kwargs,
     ):
+        require_tensorflow_backend("BiLM")
         super().__init__(**kwargs)
         self.lstm_units = lstm_units
         self.projection_dim = projection_dim

@@ -1,6 +1,7 @@
 import keras
 import tensorflow as tf
 
+from elmo_keras.layers.projected_lstm_cell import require_tensorflow_backend
 from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.models.bilm import BiLM, load_bilm, load_bilm_preset
 from elmo_keras.text import tf_char_ids
@@ -132,6 +133,7 @@ class ElmoEmbedding(keras.layers.Layer):
         tokenization_mode="punctuation",
         **kwargs,
     ):
+        require_tensorflow_backend("ElmoEmbedding")
         super().__init__(**kwargs)
         if isinstance(bilm, dict):
             bilm = keras.saving.deserialize_keras_object(bilm)

@@ -5,6 +5,7 @@ import math
 import keras
 import tensorflow as tf
 
+from elmo_keras.layers.projected_lstm_cell import require_tensorflow_backend
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.validation import check_int
 
@@ -94,6 +95,7 @@ class LanguageModel(keras.Model):
     """
 
     def __init__(self, bilm, vocabulary_size, n_negative_samples=8192, **kwargs):
+        require_tensorflow_backend("LanguageModel")
         super().__init__(**kwargs)
         if isinstance(bilm, dict):
             bilm = keras.saving.deserialize_keras_object(bilm)

@@ -4,7 +4,7 @@ import pytest
 
 from elmo_keras.layers import Highway
 from tests import numpy_reference as ref
-from tests.test_case import run_layer_test
+from tests.test_case import keras_mask, run_layer_test
 
 
 def test_highway_matches_numpy_reference():
@@ -46,7 +46,7 @@ def test_highway_passes_the_mask_on():
     x = np.ones((2, 3, 4), "float32")
     x[1, 2:] = 0.0
     out = Highway()(keras.layers.Masking(0.0)(x))
-    np.testing.assert_array_equal(np.asarray(out._keras_mask), [[1, 1, 1], [1, 1, 0]])
+    np.testing.assert_array_equal(np.asarray(keras_mask(out)), [[1, 1, 1], [1, 1, 0]])
 
 
 def test_highway_needs_known_features():

@@ -6,6 +6,9 @@ from elmo_keras.layers import ProjectedBiLSTM, ProjectedLSTMCell
 from tests import numpy_reference as ref
 from tests.test_case import run_layer_test
 
+# The LSTM layers are TensorFlow code (tests/layers/test_backends.py checks their error elsewhere).
+pytestmark = pytest.mark.tensorflow_only
+
 UNITS, PROJ, FEATURES = 12, 5, 5
 
 

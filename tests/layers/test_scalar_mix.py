@@ -95,6 +95,7 @@ def test_scalar_mix_on_a_list_of_layers_without_a_mask():
     np.testing.assert_allclose(np.asarray(out), layers.mean(axis=1), atol=1e-6)
 
 
+@pytest.mark.tensorflow_only  # the JAX twin is in test_backends.py
 def test_scalar_mix_gradients_reach_both_weights():
     import tensorflow as tf
 
