@@ -1,12 +1,33 @@
-"""`elmo-keras train`: pretrain a biLM on text (one device, several GPUs, several machines)."""
+"""`elmo-keras train`: pretrain a biLM on text (one device, several GPUs, several machines),
+from scratch or from a trained biLM (`--init-from`), and resume it."""
 
 import argparse
-import json
 import os
 
 from elmo_keras.cli import CommandError
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES
 from elmo_keras.training.distribute import STRATEGIES
+
+# The flag of each `TrainingRun` field, for messages about settings that conflict.
+FLAGS = {
+    "config": "--config",
+    "train_files": "--train",
+    "batch_size": "--batch-size",
+    "n_negative_samples": "--n-negative-samples",
+    "optimizer": "--optimizer",
+    "learning_rate": "--learning-rate",
+    "seed": "--seed",
+    "tokenization_mode": "--tokenization",
+    "carry_state": "--no-carry-state",
+    "vocab_file": "--vocab",
+    "min_count": "--min-count",
+    "max_vocab_size": "--max-vocab-size",
+    "init_from": "--init-from",
+    "new_vocab": "--new-vocab",
+    "freeze_bilm_steps": "--freeze-bilm-steps",
+    "resume": "--resume",
+    "override": "--override",
+}
 
 
 def _positive_int(text):
@@ -43,9 +64,8 @@ def add_parser(subparsers):
     parser.add_argument("--valid", help="held-out text file: full-softmax perplexity at the end")
     parser.add_argument(
         "--config",
-        default="small",
-        help="tiny, cpu, small, medium, original, or a JSON file of bilm-tf "
-        "options (default: small)",
+        help="tiny, cpu, small, medium, original, or a JSON file of bilm-tf options (default: "
+        "small; with --init-from, the source's architecture and training settings)",
     )
     parser.add_argument("--output", required=True, help="the run's folder")
     stop = parser.add_mutually_exclusive_group()
@@ -61,14 +81,20 @@ def add_parser(subparsers):
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --output from its latest checkpoint",
+        help="continue the run in --output from its newest readable checkpoint",
     )
+    parser.add_argument(
+        "--override",
+        action="store_true",
+        help="with --resume: apply (and record) flags that differ from the saved run",
+    )
+    _add_init_arguments(parser)
     _add_data_arguments(parser)
     _add_model_arguments(parser)
     parser.add_argument("--checkpoint-every", type=_positive_int, default=1000)
     parser.add_argument("--keep-checkpoints", type=_positive_int, default=3)
     parser.add_argument("--log-every", type=_positive_int, default=50)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, help="weights, data order, samples (default: 0)")
     parser.add_argument(
         "--eval-max-tokens",
         type=_positive_int,
@@ -77,11 +103,38 @@ def add_parser(subparsers):
     return parser
 
 
+def _add_init_arguments(parser):
+    """Where the weights start: a trained biLM instead of random weights."""
+    parser.add_argument(
+        "--init-from",
+        metavar="SOURCE",
+        help="start from a trained biLM: a run folder (its vocabulary and softmax come along) "
+        "or a preset name (tiny, small, medium, original, original_5.5b; a new softmax)",
+    )
+    parser.add_argument(
+        "--init-options", metavar="FILE_OR_URL", help="with --init-weights: published files"
+    )
+    parser.add_argument(
+        "--init-weights", metavar="FILE_OR_URL", help="with --init-options: published files"
+    )
+    parser.add_argument(
+        "--new-vocab",
+        action="store_true",
+        help="with --init-from RUN_FOLDER: a new vocabulary and softmax for the new text",
+    )
+    parser.add_argument(
+        "--freeze-bilm-steps",
+        type=int,
+        metavar="N",
+        help="with --init-from: train only the softmax for the first N steps",
+    )
+
+
 def _add_data_arguments(parser):
     parser.add_argument("--vocab", help="an existing vocabulary file (bilm-tf format)")
-    parser.add_argument("--min-count", type=_positive_int, default=1)
+    parser.add_argument("--min-count", type=_positive_int, help="default: 1")
     parser.add_argument("--max-vocab-size", type=_positive_int)
-    parser.add_argument("--tokenization", default="whitespace", choices=TOKENIZATION_MODES)
+    parser.add_argument("--tokenization", choices=TOKENIZATION_MODES, help="default: whitespace")
 
 
 def _add_model_arguments(parser):
@@ -105,19 +158,17 @@ def _add_model_arguments(parser):
 
 
 def _check(args):
-    """Turns the user's mistakes into one-line errors; fills `--train` of a resumed run."""
+    """Turns the user's mistakes into one-line errors."""
     from elmo_keras.training.configs import CONFIGS
 
     if args.resume:
         saved = os.path.join(args.output, "training_config.json")
         if not os.path.isfile(saved):
             raise CommandError(f"--resume: no previous run in {args.output} ({saved} not found)")
-        if args.train is None:
-            with open(saved, encoding="utf-8") as f:
-                args.train = json.load(f)["train"]
     elif args.train is None:
         raise CommandError("--train is required (a glob of text files)")
-    if args.config not in CONFIGS and not os.path.isfile(args.config):
+    _check_init(args)
+    if args.config is not None and args.config not in CONFIGS and not os.path.isfile(args.config):
         raise CommandError(
             f"--config must be one of {', '.join(CONFIGS)} or a JSON file; got {args.config!r}"
         )
@@ -129,6 +180,32 @@ def _check(args):
         raise CommandError("--n-negative-samples must be >= 0")
 
 
+def _check_init(args):
+    if (args.init_options is None) != (args.init_weights is None):
+        raise CommandError("--init-options and --init-weights go together (the published files)")
+    if args.init_from is not None and args.init_options is not None:
+        raise CommandError("give --init-from or --init-options/--init-weights, not both")
+    if args.init_from is not None:
+        from elmo_keras.presets import PRESETS
+
+        if args.init_from.lower() not in PRESETS and not os.path.isdir(args.init_from):
+            raise CommandError(
+                f"--init-from must be a run folder or a preset ({', '.join(PRESETS)}); "
+                f"got {args.init_from!r}"
+            )
+    if args.override and not args.resume:
+        raise CommandError("--override applies to --resume (flags that differ from the saved run)")
+    if args.freeze_bilm_steps is not None and args.freeze_bilm_steps < 0:
+        raise CommandError(f"--freeze-bilm-steps must be >= 0; got {args.freeze_bilm_steps}")
+    started = args.init_from is not None or args.init_options is not None
+    for flag, given in (
+        ("--new-vocab", args.new_vocab),
+        ("--freeze-bilm-steps", args.freeze_bilm_steps),
+    ):
+        if given and not started and not args.resume:
+            raise CommandError(f"{flag} needs --init-from (or --init-options/--init-weights)")
+
+
 def _training_run(args):
     """The command line's `TrainingRun`."""
     from elmo_keras.training.run_config import TrainingRun
@@ -136,6 +213,9 @@ def _training_run(args):
     steps = args.steps
     if steps is None and args.epochs is None:
         steps = 10**12  # only the time budget stops the run
+    init_from = args.init_from
+    if args.init_options is not None:
+        init_from = (args.init_options, args.init_weights)
     return TrainingRun(
         train_files=args.train,
         output_dir=args.output,
@@ -156,20 +236,28 @@ def _training_run(args):
         time_budget_s=args.time_budget,
         mixed_precision=args.mixed_precision,
         jit_compile=args.xla,
-        carry_state=not args.no_carry_state,
+        carry_state=False if args.no_carry_state else None,
         n_negative_samples=args.n_negative_samples,
         optimizer=args.optimizer,
         learning_rate=args.learning_rate,
         log_every=args.log_every,
         eval_max_tokens=args.eval_max_tokens,
+        init_from=init_from,
+        new_vocab=args.new_vocab,
+        freeze_bilm_steps=args.freeze_bilm_steps,
+        override=args.override,
     )
 
 
 def run(args):
     _check(args)
     from elmo_keras.training.pipeline import train
+    from elmo_keras.training.run_config import SettingsConflict
 
-    summary = train(_training_run(args))
+    try:
+        summary = train(_training_run(args))
+    except SettingsConflict as conflict:
+        raise CommandError(conflict.message(FLAGS)) from None
     trainer = summary.pop("trainer")
     result = summary["train"]
     if not trainer.is_chief:
@@ -185,5 +273,7 @@ def run(args):
             f"{valid['perplexity_backward']:.2f}, average {valid['perplexity']:.2f} "
             f"({valid['tokens']} tokens)"
         )
+    if summary["started_from"]:
+        print(f"started from {summary['started_from']}")
     print(f"wrote {args.output}/options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5")
     return 130 if result["stopped"] == "signal" else 0

@@ -8,9 +8,11 @@ first use. Public entry points: `train` with a `TrainingRun`, `quickstart`,
 
 The modules, one concern each: `data` (text -> sentences), `windows` (sentences -> batches,
 tf.data), `configs`, `run_config` (`TrainingRun`), `run_folder` (a run's saved settings and
-checkpoints), `distribute` (strategies, chief and workers), `state` (the checkpointed
-variables), `trainer` (the step and the loop), `stopping`, `metrics`, `callbacks`,
-`evaluation`, `model_files` (the written model), `pipeline` (end to end).
+checkpoints), `init_source` (where the weights start: `init_from`), `settings` (a new, started
+or resumed run resolved and checked), `distribute` (strategies, chief and workers), `state`
+(the checkpointed variables), `checkpoints` (newest readable, orphans, write failures),
+`gradients` (freezing, clipping), `trainer` (the step and the loop), `stopping`, `metrics`,
+`callbacks`, `evaluation`, `model_files` (the written model), `pipeline` (end to end).
 """
 
 from elmo_keras.training.configs import CONFIGS, get_config

@@ -7,6 +7,7 @@ write to `worker_directory(...)` and delete it (`discard_worker_copy`). TensorFl
 `make_strategy` only.
 """
 
+import itertools
 import json
 import os
 import pathlib
@@ -15,6 +16,8 @@ import shutil
 from elmo_keras.validation import check_choice
 
 STRATEGIES = ("auto", "default", "mirrored", "multi-worker")
+_KEY_RANGE = 100_000  # collective keys set aside for one MirroredStrategy
+_key_ranges = itertools.count(1)
 
 
 def _auto_strategy_name():
@@ -55,7 +58,28 @@ def make_strategy(name="auto"):
         return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
-    return tf.distribute.MirroredStrategy(devices)
+    return _mirrored_strategy(devices)
+
+
+def _mirrored_strategy(devices):
+    """`tf.distribute.MirroredStrategy(devices)` with collective keys of its own.
+
+    Every MirroredStrategy numbers its collectives from the same key, and the runtime keeps what
+    it learnt about those of an earlier strategy: a second one on the same devices in the same
+    process (two `train` calls in a notebook) fails with "Shape mismatch in the collective
+    instance". TensorFlow's own tests give each strategy a key range (`_collective_key_base`);
+    so does this, and it moves the base on again for a strategy made elsewhere afterwards.
+    """
+    import tensorflow as tf
+
+    strategy_class = tf.distribute.MirroredStrategy
+    if not hasattr(strategy_class, "_collective_key_base"):  # another TensorFlow: as it is
+        return strategy_class(devices)
+    strategy_class._collective_key_base = next(_key_ranges) * _KEY_RANGE
+    try:
+        return strategy_class(devices)
+    finally:
+        strategy_class._collective_key_base = next(_key_ranges) * _KEY_RANGE
 
 
 def _resolver(strategy):

@@ -1,28 +1,19 @@
 """End-to-end pretraining: text files -> vocabulary -> trained biLM -> published weight files.
 
-`train(TrainingRun(...))` runs it; `export_checkpoint` writes any kept checkpoint of a run in the
-same layout; `quickstart` is the README's WikiText-2 demo.
+`train(TrainingRun(...))` runs it: a new run, one that starts from a trained biLM
+(`init_from`), or a resumed one (`settings.plan_run` resolves which). `export_checkpoint` writes
+any kept checkpoint of a run in the same layout; `quickstart` is the README's WikiText-2 demo.
 """
 
-import dataclasses
 import json
 import pathlib
+import sys
 import time
 
 from elmo_keras.files import write_text
-from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.configs import get_config
-from elmo_keras.training.data import build_vocabulary
 from elmo_keras.training.model_files import MODEL_FILES
 from elmo_keras.training.run_config import TrainingRun, legacy_training_run
-from elmo_keras.training.run_folder import (
-    CHECKPOINTS,
-    CONFIG_FILE,
-    find_checkpoint,
-    has_checkpoints,
-    load_run,
-    save_run,
-)
+from elmo_keras.training.run_folder import CHECKPOINTS, find_checkpoint, load_run, save_run
 
 
 def train(run=None, *args, callbacks=None, **kwargs):
@@ -33,6 +24,12 @@ def train(run=None, *args, callbacks=None, **kwargs):
     `lm_weights.hdf5` (bilm-tf hdf5 layout, `n_characters` 262: ready for `elmo-keras embed`,
     AllenNLP and bilm-tf) and `softmax.hdf5` (for `elmo-keras evaluate`).
 
+    With `run.init_from` the weights start from a trained biLM (`init_source`); with
+    `run.resume` the run goes on from its newest readable checkpoint, and settings that differ
+    from the saved ones are refused unless `run.override` (`settings`). A failed write of a
+    checkpoint or of the model files raises `checkpoints.CheckpointWriteError` (an `OSError`)
+    whose one-line message names the checkpoint to resume from.
+
     The old form, `train(train, output_dir, config=..., steps=..., ...)` with the names of
     `TrainingRun`'s fields (and `train`, `valid`, `vocab`, `tokenization` for `train_files`,
     `valid_files`, `vocab_file`, `tokenization_mode`), still works and warns
@@ -40,56 +37,93 @@ def train(run=None, *args, callbacks=None, **kwargs):
 
     Args:
         run: `TrainingRun`. The settings.
-        callbacks: list of `keras.callbacks.Callback` or None. Passed to `Trainer.fit`.
+        callbacks: list of `keras.callbacks.Callback` or None. Passed to `Trainer.fit`
+            (`on_train_begin` sees the weights before the first step).
 
     Returns:
         A summary dict: `train` (what `Trainer.fit` returns), `valid` (held-out perplexities,
-        with `valid_files`), `output_dir`, and `trainer` (the `Trainer`).
+        with `valid_files`), `output_dir`, `init_from` (None, or the training_config.json
+        record of where the weights started), `started_from` (the same as one line, or None),
+        and `trainer` (the `Trainer`).
 
     Example:
     >>> summary = train(TrainingRun("corpus/*.txt", "runs/tiny", config="tiny", steps=10))
     ... # doctest: +SKIP
     """
+    from elmo_keras.training.init_source import describe
+
     if not isinstance(run, TrainingRun) or args or kwargs:
         run = legacy_training_run(args if run is None else (run, *args), kwargs)
-    run, config, vocabulary = _run_settings(run)
-    trainer = _start(run, config, vocabulary)
-    summary = {"train": _fit(trainer, run, callbacks), "output_dir": str(run.output_dir)}
+    trainer, plan = _start(run)
+    run, record = plan.run, plan.settings["init_from"]
+    summary = {
+        "train": _fit(trainer, run, callbacks),
+        "output_dir": str(run.output_dir),
+        "init_from": record,
+        "started_from": None if record is None else describe(record),
+    }
     if run.valid_files is not None:
         summary["valid"] = trainer.evaluate(
             run.valid_files, run.eval_batch_size, run.eval_max_tokens, run.tokenization_mode
         )
     if trainer.is_chief:
-        trainer.export(run.output_dir)
+        _export(trainer, pathlib.Path(run.output_dir))
     summary["trainer"] = trainer
     return summary
 
 
-def _start(run, config, vocabulary):
-    """The run's `Trainer`: the run folder written (chief), the checkpoint restored (resume)."""
+def _start(run):
+    """The run's `Trainer` and `RunPlan`: settings resolved, the run folder written (chief),
+    the weights restored (resume) or loaded from `init_from`."""
     from elmo_keras.training.distribute import make_strategy
+    from elmo_keras.training.settings import plan_run
     from elmo_keras.training.trainer import Trainer
 
+    plan = plan_run(run)
+    run = plan.run
     strategy = make_strategy(run.strategy) if isinstance(run.strategy, str) else run.strategy
     trainer = Trainer(
-        config,
-        vocabulary,
+        plan.config,
+        plan.vocabulary,
         strategy=strategy,
         seed=run.seed,
         carry_state=run.carry_state,
         mixed_precision=run.mixed_precision,
         jit_compile=run.jit_compile,
+        freeze_bilm_steps=run.freeze_bilm_steps,
     )
+    trainer.data_start_step = plan.settings["data_start_step"]
     output_dir = pathlib.Path(run.output_dir)
-    if trainer.is_chief:
-        settings = (run.seed, run.tokenization_mode, run.carry_state, run.train_files)
-        save_run(output_dir, trainer.config, vocabulary, *settings)
-    restored = trainer.restore(output_dir / CHECKPOINTS) if run.resume else None
-    if run.resume and restored is None:
-        raise ValueError(f"`resume`: no checkpoint found in {output_dir / CHECKPOINTS}.")
+    restored = None
+    if run.resume:
+        restored = trainer.restore(output_dir / CHECKPOINTS, plan.restore_skip)
+        if restored is None:
+            raise ValueError(f"`resume`: no checkpoint found in {output_dir / CHECKPOINTS}.")
+        if plan.changes:
+            _apply_overrides(trainer, plan, output_dir)
+    else:
+        if plan.source is not None:
+            plan.source.initialize(trainer.model)
+        if trainer.is_chief:
+            save_run(output_dir, plan.settings, plan.vocabulary)
     if run.verbose and trainer.is_chief:
-        _announce(trainer, restored)
-    return trainer
+        _announce(trainer, restored, plan)
+    return trainer, plan
+
+
+def _apply_overrides(trainer, plan, output_dir):
+    """A resumed run's overrides: the learning rate (the checkpoint restored the old one), the
+    data's new start, and their record in training_config.json."""
+    trainer.optimizer.learning_rate = float(plan.config["learning_rate"])
+    plan.record_overrides(trainer.global_step)
+    trainer.data_start_step = plan.settings["data_start_step"]
+    if trainer.is_chief:
+        save_run(output_dir, plan.settings, plan.vocabulary)
+        print(
+            f"resume: applied at step {trainer.global_step}: {plan.describe_changes()}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _fit(trainer, run, callbacks):
@@ -108,68 +142,31 @@ def _fit(trainer, run, callbacks):
     )
 
 
-def _announce(trainer, restored):
+def _announce(trainer, restored, plan):
+    from elmo_keras.training.init_source import describe
+
     replicas = trainer.strategy.num_replicas_in_sync
+    record = plan.settings["init_from"]
     print(
         f"training on {replicas} replica(s), global batch {trainer.batch_size} x "
         f"{trainer.unroll_steps} tokens, {type(trainer.strategy).__name__}"
-        + (f", resumed from {restored}" if restored else ""),
+        + (f", resumed from {restored}" if restored else "")
+        + (f", started from {describe(record)}" if record else ""),
         flush=True,
     )
 
 
-def _run_settings(run):
-    """`(run, configuration, vocabulary)`: a resumed run's saved ones, else new ones.
+def _export(trainer, output_dir):
+    """Writes the model files; a failed write is one line naming the checkpoint to resume from."""
+    from elmo_keras.training.checkpoints import CheckpointWriteError, one_line, resume_hint
 
-    A resumed run keeps its saved seed, tokenization mode and `carry_state` (the returned `run`
-    has them); a new run must not write into a folder that holds checkpoints.
-    """
-    output_dir = pathlib.Path(run.output_dir)
-    if run.resume:
-        if not (output_dir / CONFIG_FILE).is_file():
-            raise ValueError(
-                f"`resume` needs a previous run in {output_dir} ({CONFIG_FILE} not found)."
-            )
-        saved, vocabulary = load_run(output_dir)
-        run = dataclasses.replace(
-            run,
-            seed=saved["seed"],
-            tokenization_mode=saved["tokenization_mode"],
-            carry_state=saved["carry_state"],
-        )
-        return run, saved["config"], vocabulary
-    if has_checkpoints(output_dir):
-        raise ValueError(
-            f"{output_dir} already holds checkpoints: pass `resume` to continue that run, "
-            "or choose a new output folder."
-        )
-    return run, _new_config(run), _vocabulary(run)
-
-
-def _new_config(run):
-    """The named or given configuration with the run's overrides, checked."""
-    config = get_config(run.config)
-    overrides = {
-        "batch_size": run.batch_size,
-        "n_negative_samples_batch": run.n_negative_samples,
-        "optimizer": run.optimizer,
-        "learning_rate": run.learning_rate,
-    }
-    config.update({k: v for k, v in overrides.items() if v is not None})
-    return get_config(config)
-
-
-def _vocabulary(run):
-    if run.vocab_file is not None:
-        return Vocabulary.load(run.vocab_file)
-    started = time.perf_counter()
-    vocabulary = build_vocabulary(
-        run.train_files, run.min_count, run.max_vocab_size, run.tokenization_mode
-    )
-    if run.verbose:
-        seconds = time.perf_counter() - started
-        print(f"vocabulary: {len(vocabulary)} tokens ({seconds:.1f} s)", flush=True)
-    return vocabulary
+    try:
+        trainer.export(output_dir)
+    except (OSError, RuntimeError) as error:  # h5py reports a full disk as either
+        raise CheckpointWriteError(
+            f"could not write the model files to {output_dir} ({one_line(error)}); "
+            + resume_hint(output_dir / CHECKPOINTS)
+        ) from None
 
 
 def export_checkpoint(run_dir, output_dir, checkpoint=None):
@@ -199,7 +196,7 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
     checkpoint = find_checkpoint(run_dir, checkpoint)
     config = normalize_config(saved["config"])
     state = TrainingState(config, len(vocabulary), tf.distribute.get_strategy(), saved["seed"])
-    state.restore(checkpoint)
+    state.restore(checkpoint, skip=("optimizer", "state"))  # not exported; they may differ
     export_model(state.model, vocabulary, output_dir)
     return checkpoint
 

@@ -2,15 +2,20 @@
 
 ```
 run/
-  training_config.json   the configuration, seed, tokenization mode, carry_state, train files
+  training_config.json   the configuration, seed, tokenization mode, carry_state, train files,
+                         vocabulary settings, where the weights started (`init_from`), the
+                         frozen-biLM steps, and the overrides applied when resuming
   vocab.txt              the vocabulary (bilm-tf format)
   checkpoints/ckpt-N.*   rotated `tf.train.Checkpoint`s (weights, optimizer, step, LSTM state)
   logs/                  TensorBoard scalars
   options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5   at the end (`model_files`)
 ```
+
+Plain Python (no TensorFlow) except `find_checkpoint`.
 """
 
 import json
+import os
 import pathlib
 
 from elmo_keras.files import write_text
@@ -21,30 +26,70 @@ CONFIG_FILE = "training_config.json"
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 
+# Keys of training_config.json that folders written by older versions lack, and their values.
+_OPTIONAL_KEYS = {
+    "carry_state": True,
+    "init_from": None,
+    "new_vocab": False,
+    "freeze_bilm_steps": 0,
+    "data_start_step": 0,
+    "overrides": [],
+}
+# What each saved key must be: (a check, the expected value in words).
+_KEY_TYPES = {
+    "config": (lambda v: isinstance(v, dict), "a JSON object"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "tokenization_mode": (lambda v: isinstance(v, str), "a string"),
+    "carry_state": (lambda v: isinstance(v, bool), "true or false"),
+    "train": (
+        lambda v: (
+            isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+        ),
+        "a path or a list of paths",
+    ),
+    "init_from": (lambda v: v is None or isinstance(v, dict), "null or a JSON object"),
+    "new_vocab": (lambda v: isinstance(v, bool), "true or false"),
+    "freeze_bilm_steps": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "data_start_step": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "overrides": (lambda v: isinstance(v, list), "a list"),
+}
 
-def save_run(run_dir, config, vocabulary, seed, tokenization_mode, carry_state, train_files):
+
+def save_run(run_dir, settings, vocabulary):
     """Writes `training_config.json` and `vocab.txt`: what a resumed run needs besides the
-    checkpoint."""
+    checkpoint.
+
+    Args:
+        run_dir: path. The run's folder (created).
+        settings: dict. `config`, `seed`, `tokenization_mode`, `carry_state`, `train` and the
+            other keys `load_run` returns.
+        vocabulary: `Vocabulary`.
+    """
     run_dir = pathlib.Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_vocabulary(vocabulary, run_dir / VOCAB_FILE)
-    settings = {
-        "config": config,
-        "seed": seed,
-        "tokenization_mode": tokenization_mode,
-        "carry_state": carry_state,
-        "train": train_files if isinstance(train_files, str) else [str(f) for f in train_files],
-    }
+    settings = dict(settings)
+    train = settings["train"]
+    if isinstance(train, str | os.PathLike):
+        settings["train"] = os.fspath(train)
+    else:
+        settings["train"] = [os.fspath(f) for f in train]
     write_text(run_dir / CONFIG_FILE, json.dumps(settings, indent=2) + "\n")
 
 
 def load_run(run_dir):
     """A run folder's saved settings (`training_config.json`) and its vocabulary.
 
+    Every key is checked: a file that is not JSON, or a key of the wrong type, is a
+    `ValueError` naming the file and the key.
+
     Returns:
         `(settings, vocabulary)`: `settings` has `config`, `seed`, `tokenization_mode`,
-        `carry_state` and `train` (folders written before `tokenization_mode` had that name
-        hold `tokenization`, read the same).
+        `carry_state`, `train`, `init_from` (None or where the weights came from),
+        `new_vocab`, `freeze_bilm_steps`, `data_start_step` (the step at which the current
+        training files started) and `overrides` (those applied when resuming); runs written
+        by this version also have `vocab_file`, `min_count` and `max_vocab_size`. Folders
+        written before `tokenization_mode` had that name hold `tokenization`, read the same.
     """
     run_dir = pathlib.Path(run_dir)
     config_path = run_dir / CONFIG_FILE
@@ -53,9 +98,28 @@ def load_run(run_dir):
             f"`run_dir` must be the folder of an `elmo-keras train` run; {config_path} was not "
             f"found. Received: run_dir={str(run_dir)!r}"
         )
-    settings = json.loads(config_path.read_text(encoding="utf-8"))
+    try:
+        settings = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(
+            f"{config_path} is damaged (not valid JSON: {error}); restore it from a copy, or "
+            "start a new run in another folder"
+        ) from None
+    if not isinstance(settings, dict):
+        raise ValueError(
+            f"{config_path} must hold a JSON object. Received: {type(settings).__name__}"
+        )
     if "tokenization_mode" not in settings:
         settings["tokenization_mode"] = settings.pop("tokenization", "whitespace")
+    for key, default in _OPTIONAL_KEYS.items():
+        settings.setdefault(key, default)
+    for key, (valid, expected) in _KEY_TYPES.items():
+        if key not in settings:
+            raise ValueError(f"{config_path} has no key '{key}' (expected {expected})")
+        if not valid(settings[key]):
+            raise ValueError(
+                f"{config_path}: '{key}' must be {expected}. Received: {settings[key]!r}"
+            )
     return settings, Vocabulary.load(run_dir / VOCAB_FILE)
 
 

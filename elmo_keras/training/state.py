@@ -7,6 +7,11 @@ import tensorflow as tf
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.models.language_model import LanguageModel
 from elmo_keras.training import distribute
+from elmo_keras.training.checkpoints import (
+    remove_orphans,
+    restore_newest_readable,
+    write_checkpoint,
+)
 from elmo_keras.training.configs import architecture_options
 
 
@@ -68,13 +73,14 @@ class TrainingState:
                 tf.zeros(layers + [bilm.projection_dim]), "state_h"
             )
             self.state_c = _first_replica_variable(tf.zeros(layers + [bilm.lstm_units]), "state_c")
-        self.checkpoint = tf.train.Checkpoint(
-            model=list(self.model.variables),
-            optimizer=list(self.optimizer.variables),
-            step=self.step,
-            state_h=self.state_h,
-            state_c=self.state_c,
-        )
+        self.parts = {
+            "model": list(self.model.variables),
+            "optimizer": list(self.optimizer.variables),
+            "step": self.step,
+            "state_h": self.state_h,
+            "state_c": self.state_c,
+        }
+        self.checkpoint = tf.train.Checkpoint(**self.parts)
 
     def replica_rows(self, ctx, rows):
         """The carried state of this replica's `rows` rows of the global batch (in a step)."""
@@ -92,13 +98,25 @@ class TrainingState:
         self.state_c.assign(new_c)
 
     def manager(self, directory, keep):
-        """A `tf.train.CheckpointManager` keeping `keep` checkpoints in `directory`."""
+        """A `tf.train.CheckpointManager` keeping `keep` checkpoints in `directory`.
+
+        Removes the `ckpt-N_temp/` folders that a save killed earlier left there.
+        """
         directory = distribute.worker_directory(directory, self.strategy)
+        remove_orphans(directory)
         return tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=keep)
 
     def save(self, manager):
-        """Saves a checkpoint numbered by the step; returns its prefix."""
-        path = manager.save(checkpoint_number=int(self.step.numpy()))
+        """Saves a checkpoint numbered by the step; returns its prefix.
+
+        Raises:
+            checkpoints.CheckpointWriteError: the write failed (one line naming the checkpoint
+                to resume from); no temporary folder is left.
+        """
+        step = int(self.step.numpy())
+        path = write_checkpoint(
+            lambda: manager.save(checkpoint_number=step), manager.directory, step
+        )
         distribute.discard_worker_copy(manager.directory, self.strategy)
         return path
 
@@ -108,13 +126,25 @@ class TrainingState:
         if latest is None or not latest.endswith(f"-{int(self.step.numpy())}"):
             self.save(manager)
 
-    def restore(self, prefix):
-        """Restores the checkpoint `prefix` (every variable must match)."""
-        self.checkpoint.restore(str(prefix)).assert_existing_objects_matched()
+    def restore(self, prefix, skip=()):
+        """Restores the checkpoint `prefix` (every variable must match).
 
-    def restore_latest(self, directory):
-        """Restores the latest checkpoint of `directory`; returns its prefix or None."""
-        latest = tf.train.latest_checkpoint(str(directory))
-        if latest is not None:
-            self.restore(latest)
-        return latest
+        Args:
+            prefix: str. The checkpoint.
+            skip: names of parts to leave as they are: `"optimizer"` (a run resumed with
+                another optimizer) and `"state"` (the carried LSTM state, for another batch
+                size).
+        """
+        parts = dict(self.parts)
+        for name in skip:
+            for key in ("state_h", "state_c") if name == "state" else (name,):
+                parts.pop(key)
+        checkpoint = tf.train.Checkpoint(**parts) if skip else self.checkpoint
+        status = checkpoint.restore(str(prefix)).assert_existing_objects_matched()
+        if skip:
+            status.expect_partial()
+
+    def restore_latest(self, directory, skip=()):
+        """Restores the newest readable checkpoint of `directory` (see
+        `checkpoints.restore_newest_readable`); returns `(prefix or None, skipped)`."""
+        return restore_newest_readable(lambda prefix: self.restore(prefix, skip), directory)

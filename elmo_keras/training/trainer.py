@@ -2,11 +2,11 @@
 
 One global step = one global batch of windows, split over the replicas row-wise. Each replica
 divides its tokens' summed negative log-likelihood by the *global* token count, so the replicas'
-gradients add up to the gradient of the global mean (2 replicas with half batches step like 1
-with the whole batch); they are clipped by their global norm after that sum. The sampled
-softmax's candidates come from a stateless generator keyed by `(seed, step)`. The LSTM state
-carried from window to window is checkpointed with the weights, the optimizer and the step,
-which is also the data position (`state.TrainingState`): a stopped run resumes exactly.
+gradients add up to the gradient of the global mean; they are clipped by their global norm after
+that sum (`gradients`). The sampled softmax's candidates come from a stateless generator keyed
+by `(seed, step)`. The LSTM state carried from window to window is checkpointed with the
+weights, the optimizer and the step, which is also the data position (`state.TrainingState`):
+a stopped run resumes exactly.
 
 The step is hand-written rather than left to `keras.Model.fit` for the clipping after the
 cross-replica sum, the carried state and the stop votes riding on the step's all-reduce. `fit`
@@ -20,8 +20,9 @@ import sys
 
 import tensorflow as tf
 
-from elmo_keras.training import distribute
+from elmo_keras.training import distribute, gradients
 from elmo_keras.training.callbacks import TrainingCallbacks
+from elmo_keras.training.checkpoints import skipped_message
 from elmo_keras.training.configs import normalize_config
 from elmo_keras.training.data import (
     TOKENIZATION_RENAMED,
@@ -53,8 +54,7 @@ def _check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, l
         raise ValueError("Give `steps` or `epochs` (or both).")
     names = ("steps", "epochs", "checkpoint_every", "keep_checkpoints", "log_every")
     for name, value in zip(names, (steps, epochs, checkpoint_every, keep, log_every), strict=True):
-        if value is not None or name not in ("steps", "epochs"):
-            check_int(name, value)
+        check_int(name, value, allow_none=name in ("steps", "epochs"))
     if time_budget_s is not None:
         check_number("time_budget_s", time_budget_s, minimum=0.0)
 
@@ -76,6 +76,8 @@ class Trainer:
     """Trains a `LanguageModel` on windows of text under a `tf.distribute` strategy.
 
     `trainer.model`, `.optimizer`, `.step`, `.state_h`, `.state_c`: see `TrainingState`.
+    `trainer.data_start_step` (0): the step at which the training data began; `fit` skips
+    `step - data_start_step` batches (a resumed run that switched data starts it afresh).
 
     Args:
         config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
@@ -87,6 +89,8 @@ class Trainer:
         mixed_precision: None or `"bfloat16"` (compute in bfloat16, variables and softmax in
             float32; no loss scaling needed). For GPUs and TPUs.
         jit_compile: bool. Compile each replica's forward and backward pass with XLA.
+        freeze_bilm_steps: int. While the step is below it, the biLM's gradients are zero and
+            only the softmax learns (a new softmax over a pretrained biLM). Defaults to `0`.
 
     Example:
     >>> trainer = Trainer(get_config("tiny"), Vocabulary.load("vocab.txt"))  # doctest: +SKIP
@@ -102,6 +106,7 @@ class Trainer:
         carry_state=True,
         mixed_precision=None,
         jit_compile=False,
+        freeze_bilm_steps=0,
     ):
         self.config = normalize_config(config)
         self.vocabulary = vocabulary
@@ -111,6 +116,8 @@ class Trainer:
         self.carry_state = bool(carry_state)
         self.jit_compile = bool(jit_compile)
         self.mixed_precision = check_choice("mixed_precision", mixed_precision, (None, "bfloat16"))
+        self.freeze_bilm_steps = check_int("freeze_bilm_steps", freeze_bilm_steps, minimum=0)
+        self.data_start_step = 0
         replicas = self.strategy.num_replicas_in_sync
         self.batch_size = int(self.config["batch_size"])
         if self.batch_size % replicas:
@@ -154,20 +161,6 @@ class Trainer:
         ]
         return grads, out["forward_nll"], out["backward_nll"], out["state_h"], out["state_c"]
 
-    def _apply_clipped(self, ctx, grads):
-        """Applies the gradients clipped by the global norm of their cross-replica sum."""
-        summed = grads
-        if ctx.num_replicas_in_sync > 1:
-            summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        clip = float(self.config.get("all_clip_norm_val") or 0.0)
-        norm = tf.linalg.global_norm(summed)
-        scale = clip / tf.maximum(norm, clip) if clip > 0 else tf.constant(1.0)
-        # Keras' optimizer sums the replicas' gradients itself: hand it each replica's share.
-        self.optimizer.apply_gradients(
-            zip([g * scale for g in grads], self.model.trainable_variables, strict=True)
-        )
-        return norm
-
     def _replica_step(self, batch, step, stop_votes):
         ctx = tf.distribute.get_replica_context()
         mask = self.model.token_mask(batch["forward_char_ids"])
@@ -193,7 +186,12 @@ class Trainer:
         grads, nll_fw, nll_bw, new_h, new_c = compute(
             batch, state_h, state_c, candidates, denominator
         )
-        norm = self._apply_clipped(ctx, grads)
+        variables = self.model.trainable_variables
+        if self.freeze_bilm_steps:
+            frozen = step < self.freeze_bilm_steps
+            grads = gradients.freeze(grads, variables, self.bilm.trainable_variables, frozen)
+        clip = float(self.config.get("all_clip_norm_val") or 0.0)
+        norm = gradients.apply_clipped(ctx, self.optimizer, variables, grads, clip)
         if self.carry_state:
             self.state.carry(ctx, new_h, new_c)
         return nll_fw, nll_bw, local_tokens, norm, totals[1:]
@@ -253,9 +251,16 @@ class Trainer:
         """Saves a checkpoint numbered by the step (on every worker; the chief's is kept)."""
         return self.state.save(manager)
 
-    def restore(self, checkpoint_dir):
-        """Restores the latest checkpoint of `checkpoint_dir`; returns its path or None."""
-        return self.state.restore_latest(checkpoint_dir)
+    def restore(self, checkpoint_dir, skip=()):
+        """Restores the newest readable checkpoint of `checkpoint_dir`; returns its path or None.
+
+        Newer checkpoints that cannot be read (damaged, truncated, missing files) are skipped,
+        with one line on stderr saying which and why. `skip`: see `TrainingState.restore`.
+        """
+        restored, skipped = self.state.restore_latest(checkpoint_dir, skip)
+        if skipped and self.is_chief:
+            print(skipped_message(restored, skipped), file=sys.stderr, flush=True)
+        return restored
 
     # ---------------------------------------------------------------------------- training
 
@@ -319,7 +324,8 @@ class Trainer:
         requests = StopRequests(time_budget_s, handle_signals, hooks.stop_requested)
         logger = self._logger(output_dir, progress, steps, start)
         fit = _Fit(steps, log_every, checkpoint_every, manager, logger, hooks, requests)
-        dataset = self._dataset(train, epochs, tokenization_mode, shuffle_buffer, start)
+        skip = start - self.data_start_step
+        dataset = self._dataset(train, epochs, tokenization_mode, shuffle_buffer, skip)
         return self._run(dataset, fit)
 
     def _run(self, dataset, fit):

@@ -142,3 +142,93 @@ def test_errors_are_one_line(argv, message, capsys):
 def test_steps_and_epochs_exclusive(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--train", "a", "--output", "x", "--steps", "1", "--epochs", "1"])
+
+
+@pytest.fixture
+def run_folder(tmp_path, allennlp_fixture):
+    """A folder shaped like an `elmo-keras train` output (its biLM is AllenNLP's test model)."""
+    folder = tmp_path / "source"
+    folder.mkdir()
+    for name in ("options.json", "lm_weights.hdf5"):
+        shutil.copy(allennlp_fixture / name, folder / name)
+    (folder / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nthe\n")
+    (folder / "softmax.hdf5").write_bytes(b"not read before the checks")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "flags, messages",
+    [
+        (
+            ["--init-from", "{run}", "--config", "tiny"],
+            [
+                "--init-from: the architecture is the source's (",
+                "leave --config out or give one with that architecture: --config lstm_units=32 "
+                "(source: 64), char_embedding_dim=8 (source: 4), filters=",
+            ],
+        ),
+        (
+            ["--init-from", "{run}", "--vocab", "v.txt", "--min-count", "2"],
+            [
+                "--init-from: the run folder's vocabulary and softmax come along",
+                "(pass --new-vocab to build a new vocabulary and softmax): --vocab 'v.txt'; "
+                "--min-count 2",
+            ],
+        ),
+        (["--init-options", "o.json"], ["--init-options and --init-weights go together"]),
+        (
+            ["--init-from", "tiny", "--init-options", "o", "--init-weights", "w"],
+            ["give --init-from or --init-options/--init-weights, not both"],
+        ),
+        (
+            ["--init-from", "nowhere"],
+            ["--init-from must be a run folder or a preset (small, medium"],
+        ),
+        (["--freeze-bilm-steps", "3"], ["--freeze-bilm-steps needs --init-from"]),
+        (["--new-vocab"], ["--new-vocab needs --init-from"]),
+        (["--override"], ["--override applies to --resume"]),
+    ],
+)
+def test_init_from_conflicts_are_one_line_naming_the_flags(
+    flags, messages, run_folder, bilm_tf_fixture, tmp_path, capsys
+):
+    data = str(bilm_tf_fixture / "train" / "data.txt")
+    flags = [flag.replace("{run}", str(run_folder)) for flag in flags]
+    argv = ["train", "--train", data, "--output", str(tmp_path / "run"), "--steps", "1", *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    for message in messages:
+        assert message in err, err
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_init_from_a_preset_through_the_loopback_mirror(
+    bilm_tf_fixture, monkeypatch, tmp_path, capsys
+):
+    """`--init-from small` downloads the published files (here the fixture under the published
+    names, served on 127.0.0.1) and trains a new softmax over the new text's vocabulary."""
+    import hashlib
+
+    from tests.test_download import FIXTURES, FileServer, serve_presets
+
+    server = serve_presets(FileServer(), monkeypatch, tmp_path)
+    try:
+        data = str(bilm_tf_fixture / "train" / "data.txt")
+        out = tmp_path / "run"
+        argv = ["train", "--train", data, "--init-from", "small", "--output", str(out)]
+        argv += ["--steps", "2", "--batch-size", "4", "--n-negative-samples", "16"]
+        assert main(argv + ["--strategy", "default", "--freeze-bilm-steps", "1"]) == 0
+    finally:
+        server.stop()
+    printed = capsys.readouterr().out
+    assert "trained 2 steps" in printed
+    assert "started from the preset 'small' (biLM, new softmax)" in printed
+    weights = "/elmo/2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5"
+    assert [entry["status"] for entry in server.requests(weights)] == [200]
+    saved = json.loads((out / "training_config.json").read_text())
+    expected = hashlib.sha256((FIXTURES / "lm_weights.hdf5").read_bytes()).hexdigest()
+    assert saved["init_from"]["kind"] == "preset" and saved["init_from"]["source"] == "small"
+    assert saved["init_from"]["weights_sha256"] == expected
+    assert saved["freeze_bilm_steps"] == 1
+    assert json.loads((out / "options.json").read_text())["lstm"]["dim"] == 64

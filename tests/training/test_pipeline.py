@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 import re
 import signal
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.run_config import TrainingRun, legacy_training_run
+from elmo_keras.training.run_config import NEW_RUN_DEFAULTS, TrainingRun, legacy_training_run
 from elmo_keras.training.run_folder import CONFIG_FILE, find_checkpoint, load_run, save_run
 from elmo_keras.training.stopping import STOP_REASONS, StopRequests, stop_reason
 
@@ -29,6 +30,13 @@ from elmo_keras.training.stopping import STOP_REASONS, StopRequests, stop_reason
         ({"train_files": []}, "`train_files` must be a path or glob, or a non-empty list"),
         ({"config": 3}, "`config` must be a configuration name, a JSON file or a dict"),
         ({"n_negative_samples": -1}, "`n_negative_samples` must be an integer >= 0"),
+        ({"init_from": 3}, "`init_from` must be a run folder, a preset name, or an (options"),
+        ({"init_from": ("o.json", 3)}, "`init_from` as a pair must hold two paths or URLs"),
+        ({"freeze_bilm_steps": -1}, "`freeze_bilm_steps` must be an integer >= 0. Received"),
+        ({"freeze_bilm_steps": 5}, "`freeze_bilm_steps` needs `init_from` (a biLM to start"),
+        ({"new_vocab": True}, "`new_vocab` needs `init_from`"),
+        ({"override": True}, "`override` applies settings that differ from a saved run: it"),
+        ({"train_files": None}, "`train_files` must be a path or glob"),
     ],
 )
 def test_training_run_checks_every_field(changes, message):
@@ -39,8 +47,19 @@ def test_training_run_checks_every_field(changes, message):
 
 def test_training_run_defaults():
     run = TrainingRun(["a.txt", "b/*.txt"], "run", epochs=2)
-    assert run.config == "small" and run.strategy == "auto" and run.carry_state
-    assert run.steps is None and run.tokenization_mode == "whitespace"
+    assert run.strategy == "auto" and run.steps is None and run.init_from is None
+    # None: the saved run's value when resuming, else these (`settings.plan_run`).
+    assert (run.config, run.seed, run.tokenization_mode, run.carry_state) == (None,) * 4
+    assert NEW_RUN_DEFAULTS == {
+        "config": "small",
+        "seed": 0,
+        "tokenization_mode": "whitespace",
+        "carry_state": True,
+        "min_count": 1,
+        "freeze_bilm_steps": 0,
+    }
+    # A resumed run may leave the files out (its saved ones).
+    assert TrainingRun(None, "run", steps=3, resume=True, override=True).train_files is None
 
 
 def test_old_train_arguments_still_work():
@@ -82,21 +101,33 @@ def test_train_old_form_warns_then_checks():
 
 def test_run_folder_round_trip(tmp_path):
     vocabulary = Vocabulary(["<S>", "</S>", "<UNK>", "the"])
-    save_run(tmp_path, {"batch_size": 4}, vocabulary, 7, "punctuation", False, ["a.txt"])
-    settings, loaded = load_run(tmp_path)
-    assert loaded == vocabulary
-    assert settings == {
+    written = {
         "config": {"batch_size": 4},
         "seed": 7,
         "tokenization_mode": "punctuation",
         "carry_state": False,
         "train": ["a.txt"],
+        "min_count": 2,
+        "init_from": {"kind": "preset", "source": "tiny"},
+        "new_vocab": False,
+        "freeze_bilm_steps": 3,
+        "data_start_step": 0,
+        "overrides": [],
     }
-    # A folder written before the rename holds `tokenization`.
-    old = json.loads((tmp_path / CONFIG_FILE).read_text())
-    old["tokenization"] = old.pop("tokenization_mode")
+    save_run(tmp_path, written, vocabulary)
+    settings, loaded = load_run(tmp_path)
+    assert loaded == vocabulary
+    assert settings == written
+    # A folder written by 0.2 holds only the first five keys, and before the rename
+    # `tokenization`: the others take the values such a run had.
+    old = {key: written[key] for key in ("config", "seed", "carry_state", "train")}
+    old["tokenization"] = "punctuation"
     (tmp_path / CONFIG_FILE).write_text(json.dumps(old))
-    assert load_run(tmp_path)[0]["tokenization_mode"] == "punctuation"
+    settings = load_run(tmp_path)[0]
+    assert settings["tokenization_mode"] == "punctuation" and settings["init_from"] is None
+    assert (settings["freeze_bilm_steps"], settings["data_start_step"]) == (0, 0)
+    save_run(tmp_path, {**written, "train": pathlib.Path("a.txt")}, vocabulary)  # a path too
+    assert load_run(tmp_path)[0]["train"] == "a.txt"
     with pytest.raises(ValueError, match="must be the folder of an `elmo-keras train` run"):
         load_run(tmp_path / "elsewhere")
     with pytest.raises(ValueError, match="No checkpoint in"):

@@ -1,0 +1,287 @@
+"""What a run trains with: a new run, a run that starts from a trained biLM, or a resumed run.
+
+`plan_run(run)` resolves a `TrainingRun` into a `RunPlan`: the run with every "None: saved"
+field filled in, the configuration, the vocabulary and the settings that training_config.json
+keeps. A resumed run is checked against what it saved: a setting given with another value is a
+`SettingsConflict` listing every difference, unless `override` is given, in which case the
+differences are applied and recorded (`RunPlan.record_overrides`). The vocabulary and the
+architecture are fixed by the checkpoint and cannot be overridden.
+"""
+
+import dataclasses
+import os
+import pathlib
+import time
+
+from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.configs import get_config, normalize_config
+from elmo_keras.training.data import build_vocabulary, expand_files
+from elmo_keras.training.init_source import (
+    resolve_source,
+    start_config,
+    vocabulary_conflicts,
+)
+from elmo_keras.training.run_config import NEW_RUN_DEFAULTS, SettingsConflict
+from elmo_keras.training.run_folder import CONFIG_FILE, has_checkpoints, load_run
+
+# `TrainingRun` fields that set a configuration key.
+FLAG_KEYS = {
+    "batch_size": "batch_size",
+    "n_negative_samples": "n_negative_samples_batch",
+    "optimizer": "optimizer",
+    "learning_rate": "learning_rate",
+}
+# Saved settings a resumed run may override, by field, and their training_config.json keys.
+_SAVED_FIELDS = {
+    "seed": "seed",
+    "tokenization_mode": "tokenization_mode",
+    "carry_state": "carry_state",
+    "freeze_bilm_steps": "freeze_bilm_steps",
+    "train_files": "train",
+}
+# After overriding these, the data starts again from its beginning at the resumed step.
+_DATA_CHANGES = (
+    "train_files",
+    "seed",
+    "tokenization_mode",
+    "batch_size",
+    "config.batch_size",
+    "config.unroll_steps",
+)
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """A resolved run: see the module docstring.
+
+    Attributes:
+        run: `TrainingRun` with its "None: saved" fields filled in.
+        config: dict. The normalized configuration (`n_tokens_vocab` included).
+        vocabulary: `Vocabulary`.
+        settings: dict. What training_config.json holds (`run_folder.load_run`).
+        source: `init_source.InitSource` or None. Where a new run's weights start.
+        changes: dict. For a resumed run with overrides: `{name: (saved, given)}`.
+        restore_skip: tuple. Parts of the checkpoint not restored (`TrainingState.restore`).
+    """
+
+    run: object
+    config: dict
+    vocabulary: Vocabulary
+    settings: dict
+    source: object = None
+    changes: dict = dataclasses.field(default_factory=dict)
+    restore_skip: tuple = ()
+
+    def record_overrides(self, step):
+        """Adds the applied overrides, at `step`, to `settings`; the data restarts there if
+        they change it."""
+        if any(name in self.changes for name in _DATA_CHANGES):
+            self.settings["data_start_step"] = int(step)
+        changes = {name: {"saved": old, "given": new} for name, (old, new) in self.changes.items()}
+        self.settings["overrides"] = [*self.settings["overrides"], {"step": step, **changes}]
+
+    def describe_changes(self):
+        return "; ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in self.changes.items())
+
+
+def plan_run(run):
+    """The `RunPlan` of a `TrainingRun` (new, started from a biLM, or resumed)."""
+    return _resumed_run(run) if run.resume else _new_run(run)
+
+
+def _with_defaults(run, values):
+    """`run` with each None field among `values` set to the value there."""
+    missing = {name: value for name, value in values.items() if getattr(run, name) is None}
+    return dataclasses.replace(run, **missing)
+
+
+def _with_flags(config, run):
+    """`config` with the run's `batch_size`, `n_negative_samples`... applied, checked."""
+    config = dict(config)
+    config.update(
+        {
+            key: getattr(run, name)
+            for name, key in FLAG_KEYS.items()
+            if getattr(run, name) is not None
+        }
+    )
+    return get_config(config)
+
+
+def _new_run(run):
+    output_dir = pathlib.Path(run.output_dir)
+    if has_checkpoints(output_dir):
+        raise ValueError(
+            f"{output_dir} already holds checkpoints: pass `resume` to continue that run, "
+            "or choose a new output folder."
+        )
+    source = None
+    if run.init_from is not None:
+        source = resolve_source(run.init_from, run.new_vocab, progress=run.verbose)
+        conflict = vocabulary_conflicts(source, run)
+        if conflict is not None:
+            raise conflict
+        config = start_config(source, run.config)
+    else:
+        config = get_config(run.config if run.config is not None else NEW_RUN_DEFAULTS["config"])
+    config = _with_flags(config, run)
+    vocabulary = source.load_vocabulary() if source is not None else None
+    run = _with_defaults(run, {k: v for k, v in NEW_RUN_DEFAULTS.items() if k != "config"})
+    if vocabulary is None:
+        vocabulary = _build_vocabulary(run)
+    config["n_tokens_vocab"] = len(vocabulary)
+    settings = {
+        "config": config,
+        "seed": run.seed,
+        "tokenization_mode": run.tokenization_mode,
+        "carry_state": run.carry_state,
+        "train": run.train_files,
+        "vocab_file": None if run.vocab_file is None else os.fspath(run.vocab_file),
+        "min_count": run.min_count,
+        "max_vocab_size": run.max_vocab_size,
+        "init_from": None if source is None else source.record(),
+        "new_vocab": run.new_vocab,
+        "freeze_bilm_steps": run.freeze_bilm_steps,
+        "data_start_step": 0,
+        "overrides": [],
+    }
+    return RunPlan(run, config, vocabulary, settings, source)
+
+
+def _build_vocabulary(run):
+    if run.vocab_file is not None:
+        return Vocabulary.load(run.vocab_file)
+    started = time.perf_counter()
+    vocabulary = build_vocabulary(
+        run.train_files, run.min_count, run.max_vocab_size, run.tokenization_mode
+    )
+    if run.verbose:
+        seconds = time.perf_counter() - started
+        print(f"vocabulary: {len(vocabulary)} tokens ({seconds:.1f} s)", flush=True)
+    return vocabulary
+
+
+@dataclasses.dataclass(frozen=True)
+class _Difference:
+    """A setting given with another value than the saved run's."""
+
+    name: str  # "seed", "batch_size", "config.learning_rate", ...
+    field: str  # the `TrainingRun` field that gave it
+    saved: object
+    given: object
+    fixed: bool = False  # the checkpoint fixes it: never overridden
+
+    def text(self):
+        key = self.name.removeprefix("config.") + " " if self.name.startswith("config.") else ""
+        return f"{key}{self.given!r} (saved: {self.saved!r})" + (" [fixed]" if self.fixed else "")
+
+
+def _resumed_run(run):
+    output_dir = pathlib.Path(run.output_dir)
+    if not (output_dir / CONFIG_FILE).is_file():
+        raise ValueError(
+            f"`resume` needs a previous run in {output_dir} ({CONFIG_FILE} not found)."
+        )
+    saved, vocabulary = load_run(output_dir)
+    differences = _differences(run, saved, vocabulary)
+    if differences and (not run.override or any(d.fixed for d in differences)):
+        where = str(output_dir / CONFIG_FILE).replace("{", "{{").replace("}", "}}")
+        how = "pass {override} to apply them"
+        if any(d.fixed for d in differences):
+            how = "the checkpoint fixes those marked [fixed]; " + how.replace("them", "the others")
+        raise SettingsConflict(
+            "{resume}: these settings differ from " + where + f" ({how})",
+            [(d.field, d.text()) for d in differences],
+        )
+    config = normalize_config(saved["config"])
+    old = dict(config)
+    for d in differences:
+        if d.name.startswith("config.") or d.name in FLAG_KEYS:
+            config[FLAG_KEYS.get(d.name, d.name.removeprefix("config."))] = d.given
+        else:
+            saved[_SAVED_FIELDS[d.name]] = d.given
+    saved["config"] = config = normalize_config(config)
+    skip = ("state",) if config["batch_size"] != old["batch_size"] else ()
+    skip += ("optimizer",) if config["optimizer"] != old["optimizer"] else ()
+    run = _with_defaults(run, {name: saved[key] for name, key in _SAVED_FIELDS.items()})
+    run = _with_defaults(run, NEW_RUN_DEFAULTS)
+    changes = {d.name: (d.saved, d.given) for d in differences}
+    return RunPlan(run, config, vocabulary, saved, None, changes, skip)
+
+
+def _differences(run, saved, vocabulary):
+    """Every setting of `run` given with another value than the saved run's."""
+    config = normalize_config(saved["config"])
+    out = []
+    if run.config is not None:
+        given = get_config(run.config)
+        flagged = {key for name, key in FLAG_KEYS.items() if getattr(run, name) is not None}
+        for key in sorted((set(given) | set(config)) - flagged - {"n_tokens_vocab"}):
+            if given.get(key) != config.get(key):
+                fixed = key in ("lstm", "char_cnn")
+                out.append(
+                    _Difference(f"config.{key}", "config", config.get(key), given.get(key), fixed)
+                )
+    for name, key in FLAG_KEYS.items():
+        value = getattr(run, name)
+        if value is not None and value != config.get(key):
+            out.append(_Difference(name, name, config.get(key), value))
+    for name, key in _SAVED_FIELDS.items():
+        value = getattr(run, name)
+        same = _same_files if name == "train_files" else (lambda a, b: a == b)
+        if value is not None and not same(value, saved[key]):
+            out.append(_Difference(name, name, saved[key], value))
+    return out + _fixed_differences(run, saved, vocabulary)
+
+
+def _fixed_differences(run, saved, vocabulary):
+    """Differences in what the checkpoint fixes: the vocabulary and the starting weights."""
+    out = []
+    if run.vocab_file is not None and Vocabulary.load(run.vocab_file) != vocabulary:
+        out.append(
+            _Difference("vocab_file", "vocab_file", "vocab.txt", os.fspath(run.vocab_file), True)
+        )
+    for name in ("min_count", "max_vocab_size"):
+        value = getattr(run, name)
+        if value is not None and name in saved and value != saved[name]:
+            out.append(_Difference(name, name, saved[name], value, True))
+    if run.init_from is not None and not _same_source(run.init_from, saved["init_from"]):
+        record = saved["init_from"]
+        out.append(
+            _Difference("init_from", "init_from", record and record["source"], run.init_from, True)
+        )
+    if run.new_vocab and not saved["new_vocab"]:
+        out.append(_Difference("new_vocab", "new_vocab", False, True, True))
+    return out
+
+
+def _paths(value):
+    return (
+        [os.fspath(value)]
+        if isinstance(value, str | os.PathLike)
+        else [os.fspath(v) for v in value]
+    )
+
+
+def _same_files(given, saved):
+    """Whether two `train` settings name the same files (same spelling, or same matches)."""
+    if _paths(given) == _paths(saved):
+        return True
+    try:
+        matches = [[os.path.realpath(p) for p in expand_files(x)] for x in (given, saved)]
+    except ValueError:  # one of them matches nothing
+        return False
+    return matches[0] == matches[1]
+
+
+def _same_source(given, record):
+    """Whether `init_from` names the source recorded in training_config.json."""
+    if record is None:
+        return False
+    saved = record["source"]
+    if isinstance(given, list | tuple) or isinstance(saved, list):
+        return isinstance(saved, list) and _paths(given) == saved
+    given = os.fspath(given)
+    if record["kind"] == "preset":
+        return given.lower() == saved
+    return os.path.abspath(given) == os.path.abspath(saved)
