@@ -1,4 +1,4 @@
-"""Named biLMs: AllenNLP's four published ELMo models, the packaged `tiny` one, run folders.
+"""Named biLMs: the four published ELMo models, the packaged `mini_en` and `tiny`, run folders.
 
 `resolve_preset(preset)` turns a name or a folder into the local `(options_path, weights_path)`
 that `elmo_keras.models.load_bilm` reads. A published model is downloaded once into the cache
@@ -41,7 +41,7 @@ def _published(folder, lstm_units, projection_dim, n_highway, parameters, traine
 
 
 # Relative paths are under `BASE_URL` (or `$ELMO_KERAS_MIRROR`); `package` is a folder of
-# `elmo_keras`. Every model has the 2048-filter character CNN except `tiny`.
+# `elmo_keras`. Only the published models have the 2048-filter character CNN.
 PRESETS = {
     "small": _published("2x1024_128_2048cnn_1xhighway", 1024, 128, 1, "13.6M", _ONE_BILLION),
     "medium": _published("2x2048_256_2048cnn_1xhighway", 2048, 256, 1, "28.0M", _ONE_BILLION),
@@ -54,6 +54,17 @@ PRESETS = {
         "93.6M",
         "5.5B tokens: Wikipedia (1.9B) and the WMT 2008-2012 monolingual news crawl (3.6B)",
     ),
+    "mini_en": {
+        "package": "assets/mini_en",
+        "options": OPTIONS_FILE,
+        "weights": "lm_weights.hdf5",
+        "lstm_units": 512,
+        "projection_dim": 128,
+        "n_layers": 2,
+        "n_highway": 1,
+        "parameters": "2.7M",
+        "trained_on": "WikiText-2 train, 2.1M words (this package's own; see its MODEL_CARD.md)",
+    },
     "tiny": {
         "package": "assets/tiny_allennlp",
         "options": OPTIONS_FILE,
@@ -122,6 +133,8 @@ def resolve_preset(preset, cache_dir=None, progress=True):
             return find_model_files(preset)
         raise ValueError(_unknown(preset))
     options, weights = preset_sources(preset)
+    if "package" in PRESETS[_preset_name(preset)]:
+        return options, weights  # inside the installed package: nothing to fetch
     return (
         cached_path(options, cache_dir=cache_dir, progress=progress),
         cached_path(weights, cache_dir=cache_dir, progress=progress),

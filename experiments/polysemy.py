@@ -30,83 +30,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import study_setup  # noqa: E402
 
+from elmo_keras.cli import demo_senses  # noqa: E402
+
 WIKITEXT = study_setup.DATA / "wikitext-2" / "train.raw.txt"
 
-# word -> {sense: [sentences]}; the word occurs once, as a whitespace-separated token.
-SENSES = {
-    "bank": {
-        "money": [
-            "She went to the bank to open a savings account .",
-            "The bank raised its interest rates again this year .",
-            "He asked the bank for a loan to buy the house .",
-            "The central bank printed more money during the crisis .",
-            "My bank charges a fee for every transfer .",
-            "Thieves robbed the bank and escaped with the cash .",
-        ],
-        "river": [
-            "They sat on the bank of the river and watched the boats .",
-            "The river overflowed its bank after the heavy rain .",
-            "Reeds grew thickly along the muddy bank of the stream .",
-            "We pulled the canoe up onto the grassy bank .",
-            "The army camped on the south bank of the river .",
-            "Fishermen lined the bank at dawn .",
-        ],
-    },
-    "play": {
-        "theatre": [
-            "The play opened at the theatre last night to great reviews .",
-            "Shakespeare wrote the play in 1599 .",
-            "The actors rehearsed the play for six weeks .",
-            "She bought two tickets for the new play .",
-            "The school staged a play about the war .",
-            "Critics called the play his finest drama .",
-        ],
-        "game": [
-            "The children like to play football in the park .",
-            "He will play for the national team next season .",
-            "Let us play a game of chess after dinner .",
-            "They play tennis every Sunday morning .",
-            "She learned to play the piano as a child .",
-            "The band will play three songs at the festival .",
-        ],
-    },
-    "present": {
-        "gift": [
-            "He wrapped the birthday present in red paper .",
-            "She gave her mother a present for Christmas .",
-            "The present was a small wooden box .",
-            "Thank you for the lovely present .",
-            "Each guest brought a present for the bride .",
-            "The children opened every present under the tree .",
-        ],
-        "now": [
-            "At present the museum is closed for repairs .",
-            "The present situation is worse than last year .",
-            "Few members were present at the meeting .",
-            "The present king succeeded his father in 1910 .",
-            "Oxygen is present in the atmosphere .",
-            "The present building dates from the 18th century .",
-        ],
-    },
-    "read": {
-        "present_tense": [
-            "I read the newspaper every morning .",
-            "Children who read often learn faster .",
-            "Please read the instructions before you start .",
-            "They read books to their children at night .",
-            "Can you read this handwriting ?",
-            "Most students read the novel in class .",
-        ],
-        "past_tense": [
-            "Yesterday I read the whole report in one sitting .",
-            "She read the letter twice and then burned it .",
-            "He had read the book before he saw the film .",
-            "Last year they read every novel by Dickens .",
-            "The judge read the verdict aloud to the court .",
-            "We read about the battle in the newspaper in 1916 .",
-        ],
-    },
-}
+# word -> {sense: [sentences]}: the hand-written sentences, shared with `elmo-keras demo`.
+SENSES = demo_senses.SENSES
+sense_statistics = demo_senses.sense_statistics
+_normalize = demo_senses.normalize
 
 
 def wikitext_contexts(word, path=WIKITEXT, limit=40, max_tokens=60, seed=0):
@@ -140,32 +71,6 @@ def occurrence_vectors(bilm, token_lists, word):
             layers = acts[row, :, tokens.index(word)]  # [L + 1, D]
             vectors.append(np.concatenate([layers, layers.mean(0, keepdims=True)], axis=0))
     return np.array(vectors)
-
-
-def _normalize(x):
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-
-
-def sense_statistics(vectors, senses):
-    """Per layer: mean cosine within senses, across senses, and 1-NN sense accuracy."""
-    senses = np.asarray(senses)
-    same = senses[:, None] == senses[None, :]
-    off_diagonal = ~np.eye(len(senses), dtype=bool)
-    stats = []
-    for layer in range(vectors.shape[1]):
-        v = _normalize(vectors[:, layer])
-        cos = v @ v.T
-        within = float(cos[same & off_diagonal].mean())
-        across = float(cos[~same].mean())
-        if np.ptp(vectors[:, layer], axis=0).max() <= 1e-6 * np.abs(vectors[:, layer]).max():
-            accuracy = None  # every occurrence has the same vector (layer 0): no neighbour
-        else:
-            masked = np.where(off_diagonal, cos, -np.inf)
-            accuracy = float(np.mean(senses[np.argmax(masked, axis=1)] == senses))
-        stats.append(
-            {"within": within, "across": across, "gap": within - across, "nn_accuracy": accuracy}
-        )
-    return stats
 
 
 def pca_2d(x, fit_rows):

@@ -28,7 +28,7 @@ def mirror(monkeypatch, tmp_path):
 
 def test_the_registry_holds_the_published_file_names_and_sizes(monkeypatch):
     monkeypatch.delenv("ELMO_KERAS_MIRROR", raising=False)
-    assert set(PRESETS) == {*PUBLISHED, "tiny"}
+    assert set(PRESETS) == {*PUBLISHED, "mini_en", "tiny"}
     for name, stem in PUBLISHED.items():
         assert presets.preset_sources(name) == (
             f"{presets.BASE_URL}{stem}_options.json",

@@ -1,87 +1,96 @@
 """`elmo-keras demo`: the quick start's main job.
 
-By default it pretrains a small biLM on WikiText-2 for a bounded time, evaluates it, writes the
-weights and embeds example sentences (see `elmo_keras.training.quickstart`). With
-`--model tiny` it skips training and uses the small published-format model that ships with the
-package (AllenNLP's test biLM), which takes seconds.
+By default it embeds hand-written sentences with the English biLM that ships with the package
+(`mini_en`, trained on WikiText-2; no network, seconds) and shows, layer by layer, how well the
+vectors of a polysemous word separate its senses. `--model` picks another preset or model folder;
+`--train` first pretrains a small biLM on WikiText-2 for a few minutes (`--minutes`), evaluates it
+and shows the same table for it.
 """
-
-import pathlib
 
 import numpy as np
 
-EXAMPLES = [
-    "I deposited the cheque at the bank on Friday .",
-    "We had a picnic on the grassy bank of the river .",
-    "The bank raised its interest rates again .",
-    "Fish gathered near the muddy bank after the flood .",
-]
-WORD = "bank"
+from elmo_keras.cli.demo_senses import SENSES, sense_statistics
+
+DEFAULT_MODEL = "mini_en"
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "demo",
-        help="the quick start: train a small biLM on WikiText-2 for a few minutes, evaluate it, "
-        "and embed example sentences (or --model tiny: embed with the bundled model)",
+        help="the quick start: how the packaged English biLM separates the senses of a word "
+        "(or --train: pretrain a small biLM on WikiText-2 for a few minutes first)",
     )
     parser.add_argument(
         "--model",
-        choices=["wikitext2", "tiny"],
-        default="wikitext2",
-        help="wikitext2: train one now (default); tiny: the bundled model",
+        default=DEFAULT_MODEL,
+        help=f"a preset name (see `elmo-keras presets`) or a model folder (default "
+        f"{DEFAULT_MODEL}, the packaged English biLM)",
+    )
+    parser.add_argument(
+        "--train",
+        action="store_true",
+        help="pretrain a biLM on WikiText-2 now (for --minutes) and show it instead",
     )
     parser.add_argument(
         "--minutes",
         type=float,
         default=3.0,
-        help="training time budget for --model wikitext2 (default 3)",
+        help="training time budget with --train (default 3)",
     )
     parser.add_argument(
         "--eval-tokens",
         type=int,
         default=10_000,
-        help="words of the WikiText-2 test split to evaluate on (default 10000; "
+        help="with --train: words of the WikiText-2 test split to evaluate on (default 10000; "
         "0: the whole split, 241k words)",
     )
     parser.add_argument(
-        "--output", default="runs/demo", help="where the trained model goes (default runs/demo)"
+        "--output", default="runs/demo", help="with --train: where the model goes (runs/demo)"
     )
     return parser
 
 
-def cosine(a, b):
-    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
-
-
-def bundled_model_dir():
-    return pathlib.Path(__file__).resolve().parents[1] / "assets" / "tiny_allennlp"
-
-
-def show_embeddings(bilm, label):
-    """Embeds EXAMPLES and prints shapes and cross-context similarities of WORD."""
+def word_vectors(bilm, sentences, word):
+    """`[n, n_layers + 1, dim]`: every layer's vector of `word` in each sentence (a string)."""
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
-    sentences = [s.split() for s in EXAMPLES]
-    vectors = BiLMEmbedder(bilm).embed(sentences)
-    print(f"\nEmbeddings from {label}:")
-    for sentence, v in zip(EXAMPLES, vectors, strict=True):
-        print(f"  {v.shape}  {sentence}")
-    positions = [s.index(WORD) for s in sentences]
-    print(
-        f"\nCosine similarity of '{WORD}' across contexts (0: money, 1: river, 2: money, 3: river):"
-    )
-    header = "  layer        " + "  ".join(f"{i}-{j}" for i in range(4) for j in range(i + 1, 4))
-    print(header)
-    for layer in range(vectors[0].shape[0]):
-        sims = [
-            cosine(vectors[i][layer, positions[i]], vectors[j][layer, positions[j]])
-            for i in range(4)
-            for j in range(i + 1, 4)
+    token_lists = [sentence.split() for sentence in sentences]
+    embedded = BiLMEmbedder(bilm).embed(token_lists)
+    return np.stack(
+        [
+            layers[:, tokens.index(word)]
+            for tokens, layers in zip(token_lists, embedded, strict=True)
         ]
-        name = "0 (tokens)" if layer == 0 else f"{layer} (LSTM)"
-        print(f"  {name:11s}  " + "  ".join(f"{s:.2f}" for s in sims))
-    print("  Layer 0 is context-free (always 1.00); the LSTM layers see the sentence.")
+    )
+
+
+def show_senses(bilm, label):
+    """Prints, per word and layer, cosine within / across senses and 1-NN sense accuracy."""
+    n_layers = bilm.n_layers
+    names = ["layer 0 (char CNN)"] + [f"LSTM {i}" for i in range(1, n_layers + 1)]
+    print(f"\nThe senses of a word, in {label}")
+    print(
+        "Each word below occurs in 12 hand-written sentences, 6 per sense. Per layer: mean cosine\n"
+        "similarity of its vectors within a sense / across the senses, and how often the nearest\n"
+        "other sentence has the same sense (1-NN; chance 50%).\nSenses: "
+        + "; ".join(f"{word}: {' / '.join(senses)}" for word, senses in SENSES.items())
+        + ".\n"
+    )
+    print(f"  {'word':10s}" + "".join(f"{name:>24s}" for name in names))
+    for word, senses in SENSES.items():
+        labels = [sense for sense, sentences in senses.items() for _ in sentences]
+        sentences = [sentence for group in senses.values() for sentence in group]
+        stats = sense_statistics(word_vectors(bilm, sentences, word), labels)
+        cells = []
+        for layer in stats:
+            nn = "  n/a" if layer["nn_accuracy"] is None else f"{100 * layer['nn_accuracy']:4.0f}%"
+            cells.append(f"{layer['within']:.2f} / {layer['across']:.2f}  {nn}")
+        print(f"  {word:10s}" + "".join(f"{cell:>24s}" for cell in cells))
+    print(
+        "\nLayer 0 is context-free: one vector per word, whatever the sentence. The LSTM layers\n"
+        "see the sentence: where 'within' exceeds 'across' and 1-NN beats 50%, the vectors tell\n"
+        "the senses apart."
+    )
 
 
 def run(args):
@@ -94,20 +103,28 @@ def run(args):
             f"--eval-tokens must be 0 (the whole test split) or positive. Received: "
             f"{args.eval_tokens}"
         )
+    if args.model == "wikitext2":  # the 0.1.0 spelling of --train
+        args.train = True
+    if not args.train:
+        from elmo_keras.presets import resolve_preset
+
+        try:
+            options, weights = resolve_preset(args.model)
+        except ValueError as error:
+            raise CommandError(f"--model: {error}") from None
     import_tensorflow()
     from elmo_keras.weights import load_bilm
 
-    if args.model == "tiny":
-        folder = bundled_model_dir()
-        bilm = load_bilm(folder / "options.json", folder / "lm_weights.hdf5")
-        show_embeddings(bilm, "the bundled tiny model (AllenNLP's test biLM)")
+    if not args.train:
+        bilm = load_bilm(options, weights)
+        show_senses(bilm, f"the biLM {args.model!r} ({weights})")
         return 0
     from elmo_keras.training.pipeline import quickstart
 
     summary = quickstart(
         args.output, time_budget_s=60 * args.minutes, eval_tokens=args.eval_tokens or None
     )
-    folder = pathlib.Path(summary["output_dir"])
-    bilm = load_bilm(folder / "options.json", folder / "lm_weights.hdf5")
-    show_embeddings(bilm, f"the biLM just trained ({folder})")
+    folder = summary["output_dir"]
+    bilm = load_bilm(f"{folder}/options.json", f"{folder}/lm_weights.hdf5")
+    show_senses(bilm, f"the biLM just trained ({folder})")
     return 0
