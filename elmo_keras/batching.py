@@ -11,9 +11,11 @@ from elmo_keras.validation import check_int
 def as_sentences(sentences, name="sentences"):
     """Returns `sentences` as a list of token lists, refusing a string where tokens belong.
 
-    Accepts any iterable (a list, a tuple, a generator) of token sequences. A `str` (or
-    `bytes`) given as the whole input, or as one sentence, is an error: iterating it would
-    embed its characters as tokens.
+    Accepts any iterable (a list, a tuple, a generator) of token sequences, each token a `str`
+    (or its UTF-8 `bytes`). A string given as the whole input, or as one sentence, is an error
+    (iterating it would embed its characters as tokens), and so is a token of another type.
+    The Keras and the ONNX Runtime embedders both start with this, so they take the same
+    inputs and raise the same `ValueError`s.
     """
     if isinstance(sentences, str | bytes):
         raise ValueError(
@@ -40,6 +42,12 @@ def as_sentences(sentences, name="sentences"):
             raise ValueError(
                 f"`{name}[{index}]` must be a sequence of tokens. Received: {sentence!r}"
             ) from None
+        for position, token in enumerate(tokens):
+            if not isinstance(token, str | bytes):
+                raise ValueError(
+                    f"`{name}[{index}][{position}]` must be a token, a `str`. Received: "
+                    f"{token!r} of type {type(token).__name__}"
+                )
         result.append(tokens)
     return result
 

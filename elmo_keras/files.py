@@ -1,17 +1,144 @@
-"""Atomic output: files and folders appear complete or not at all.
+"""Atomic output: files and folders appear complete or not at all, and nothing is left behind.
 
-Plain Python (no TensorFlow). Everything is written under a temporary name in the target's own
-folder (so the final `os.replace` stays on one file system) and renamed into place only when
-the writing succeeded; on an exception the temporary file or folder is removed and an existing
-target is left as it was. Used by the weight files, `elmo-keras embed`, the exporters and
-training.
+Plain Python (no TensorFlow). Everything is written under a temporary name in the target's
+folder (one file system for `os.replace`) and renamed into place once complete; on an exception
+the temporary file or folder is removed and an existing target is left as it was.
+
+Interruptions. While a temporary output exists, SIGTERM and SIGHUP remove it, then end the
+process by that signal (not by an exception, which the library running at that moment, e.g.
+TensorFlow's tracing, may swallow); Ctrl-C's `KeyboardInterrupt` cleans up on its way out.
+SIGKILL cannot be caught: temporary names carry the writer's host and process id
+(`.NAME.partial-HOST.PID.XXXXXXXX`, like git's `gc.pid`), and the next write of `NAME` removes
+those of ended processes (`remove_stale`); nothing else is ever removed.
 """
 
 import contextlib
 import os
 import pathlib
+import re
 import shutil
+import signal
+import socket
 import tempfile
+import threading
+import zlib
+
+_HOST = re.sub(r"[^A-Za-z0-9-]", "", socket.gethostname())[:32] or "host"
+_TERMINATING = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+_DEFERRED = _TERMINATING + (signal.SIGINT,)
+_LIVE = {}  # this process's temporary outputs: path -> whether it is a folder
+
+
+def _terminate(signum, frame):
+    """SIGTERM or SIGHUP with temporary outputs: remove them, then die of the signal."""
+    for path, is_folder in list(_LIVE.items()):
+        with contextlib.suppress(OSError):
+            shutil.rmtree(path) if is_folder else os.unlink(path)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)  # the default action ends the process here
+
+
+@contextlib.contextmanager
+def cleanup_on_signals():
+    """Within the block, SIGTERM and SIGHUP remove the temporary outputs before they end the
+    process: in the main thread, for a signal with its default action only (a program's own
+    handler is kept, a nested block adds nothing); the previous actions are restored after."""
+    installed = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in _TERMINATING:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                installed[signum] = signal.signal(signum, _terminate)
+    try:
+        yield
+    finally:
+        for signum, previous in installed.items():
+            signal.signal(signum, previous)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """Python's handlers of SIGINT, SIGTERM and SIGHUP wait until the block ends (a few
+    renames, one hdf5 call). Not a blocked signal mask: another thread (TensorFlow's, ONNX
+    Runtime's) would take the signal and Python would still run the handler mid-block."""
+    pending, previous = [], {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in _DEFERRED:
+            if callable(signal.getsignal(signum)):
+                previous[signum] = signal.signal(signum, lambda n, frame: pending.append(n))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if pending:
+            previous[pending[0]](pending[0], None)
+
+
+def _temp_prefix(name, kind):
+    return f".{name}.{kind}-{_HOST}.{os.getpid()}."
+
+
+def _leftover_pattern(name):
+    # tempfile's random part: 8 characters of [a-z0-9_].
+    return re.compile(
+        rf"\.{re.escape(name)}\.(?P<kind>partial|old)-(?P<host>[A-Za-z0-9-]{{1,32}})\."
+        r"(?P<pid>[0-9]{1,10})\.[a-z0-9_]{8}"
+    )
+
+
+def _process_alive(pid):
+    """Whether `pid` runs here (a zombie has finished writing)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process: alive
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def remove_stale(path):
+    """Removes what killed writes of `path` left beside it; returns the removed paths.
+
+    Only entries with this module's temporary names for `path`, made on this host by a process
+    that has ended, owned by the current user and not symbolic links, are touched. A previous
+    output moved aside by `atomic_directory` is put back if `path` is missing (the swap was cut
+    short), else deleted.
+    """
+    path = pathlib.Path(path)
+    pattern = _leftover_pattern(path.name)
+    removed = []
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or match["host"] != _HOST or _process_alive(int(match["pid"])):
+            continue
+        try:
+            if entry.is_symlink() or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            leftover = pathlib.Path(entry.path)
+            if match["kind"] == "old" and not (path.exists() or path.is_symlink()):
+                os.replace(leftover, path)
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
+            removed.append(leftover)
+        except OSError:
+            continue  # gone meanwhile, or not ours to remove: leave it
+    return removed
 
 
 def check_output(output, overwrite=False, kind=None):
@@ -44,9 +171,36 @@ def check_output(output, overwrite=False, kind=None):
     return output
 
 
+def check_writable(output, make_parents=True):
+    """Raises an `OSError` naming the folder unless a file can be created beside `output`
+    (tried for real: permissions, read-only mounts, a full inode table), before slow work.
+
+    Args:
+        output: str or path-like.
+        make_parents: bool. Missing parent folders will be created (the first existing one is
+            tried); with `False` a missing parent is a `FileNotFoundError`. Defaults to `True`.
+    """
+    output = pathlib.Path(output).absolute()
+    folder = output.parent
+    if not (make_parents or folder.exists()):
+        raise FileNotFoundError(f"output folder does not exist: {folder}")
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(f"cannot create {output}: {folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(output.name, "partial"), dir=folder)
+    except OSError as error:
+        raise OSError(f"cannot write to {folder} (for {output}): {error.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 @contextlib.contextmanager
 def atomic_file(path, overwrite=True, make_parents=True):
     """Yields a temporary path beside `path`; it becomes `path` when the block succeeds.
+
+    Leftovers of interrupted writes of `path` are removed first (`remove_stale`).
 
     Args:
         path: str or path-like. The file to write.
@@ -59,14 +213,24 @@ def atomic_file(path, overwrite=True, make_parents=True):
         path.parent.mkdir(parents=True, exist_ok=True)
     elif not path.parent.is_dir():
         raise FileNotFoundError(f"output folder does not exist: {path.parent}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    os.close(fd)
-    tmp = pathlib.Path(tmp)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    remove_stale(path)
+    tmp = None
+    with cleanup_on_signals():
+        try:
+            with deferred_signals():  # a signal is acted on once `tmp` is known
+                fd, name = tempfile.mkstemp(
+                    prefix=_temp_prefix(path.name, "partial"), dir=path.parent
+                )
+                os.close(fd)
+                tmp = pathlib.Path(name)
+                _LIVE[tmp] = False
+            yield tmp
+            os.replace(tmp, path)
+        finally:
+            if tmp is not None:
+                with deferred_signals():
+                    tmp.unlink(missing_ok=True)
+                    _LIVE.pop(tmp, None)
 
 
 def write_text(path, text):
@@ -79,7 +243,8 @@ def write_text(path, text):
 def atomic_directory(output, overwrite=False):
     """Yields a fresh temporary folder that becomes `output` when the block succeeds.
 
-    The temporary folder is created in `output`'s parent. On an exception it is deleted and
+    The temporary folder is created in `output`'s parent, after the leftovers of interrupted
+    writes of `output` are removed (`remove_stale`). On an exception it is deleted and
     `output` is left as it was. With `overwrite=True` an existing `output` is moved aside,
     replaced, then deleted; if the final rename fails the old output is put back.
 
@@ -90,26 +255,144 @@ def atomic_directory(output, overwrite=False):
     output = check_output(output, overwrite, kind="directory").absolute()
     parent = output.parent
     parent.mkdir(parents=True, exist_ok=True)
-    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=parent))
-    try:
-        yield staging
-        check_output(output, overwrite, kind="directory")  # again: it may have changed meanwhile
-        aside = None
-        if output.exists() or output.is_symlink():
-            aside = pathlib.Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=parent))
-            aside.rmdir()
-            os.replace(output, aside)
+    remove_stale(output)
+    staging = None
+    with cleanup_on_signals():
         try:
-            os.replace(staging, output)
-        except BaseException:
-            if aside is not None:
-                os.replace(aside, output)
-            raise
+            with deferred_signals():  # a signal is acted on once `staging` is known
+                prefix = _temp_prefix(output.name, "partial")
+                staging = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+                _LIVE[staging] = True
+            yield staging
+            check_output(output, overwrite, kind="directory")  # it may have changed meanwhile
+            with deferred_signals():  # the swap is not cut in the middle
+                _swap_into_place(staging, output)
+        finally:
+            if staging is not None:
+                with deferred_signals():
+                    shutil.rmtree(staging, ignore_errors=True)
+                    _LIVE.pop(staging, None)
+
+
+def _swap_into_place(staging, output):
+    aside = None
+    if output.exists() or output.is_symlink():
+        prefix = _temp_prefix(output.name, "old")
+        aside = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir=output.parent))
+        aside.rmdir()
+        os.replace(output, aside)
+    try:
+        os.replace(staging, output)
+    except BaseException:
         if aside is not None:
-            if aside.is_dir() and not aside.is_symlink():
-                shutil.rmtree(aside, ignore_errors=True)
-            else:
-                aside.unlink()
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+            os.replace(aside, output)
+        raise
+    if aside is not None:
+        if aside.is_dir() and not aside.is_symlink():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            aside.unlink()
+
+
+CHECKSUM = "crc32"  # the attribute `write_datasets(..., checksum=True)` gives each dataset
+
+
+def crc32(array):
+    """The CRC-32 of a NumPy array's bytes in C order, as `write_datasets` stores it."""
+    return zlib.crc32(array.tobytes(order="C"))
+
+
+class _Sink:
+    """A file for h5py's `fileobj` driver that never fails a write back into HDF5, which
+    handles that badly (every later call fails; closing can crash the interpreter): the first
+    `OSError` (full disk, quota, I/O error) is kept in `error`, later writes are dropped."""
+
+    def __init__(self, path):
+        self._file = open(path, "r+b", buffering=0)  # noqa: SIM115 (closed by `close`)
+        self.error = None
+
+    def write(self, data):
+        view = memoryview(data).cast("B")
+        if self.error is None:
+            try:
+                while view:  # a raw write may be short
+                    view = view[self._file.write(view) :]
+            except OSError as error:
+                self.error = error
+        return len(data)
+
+    def truncate(self, size=None):
+        if self.error is None:
+            try:
+                return self._file.truncate(size)
+            except OSError as error:
+                self.error = error
+        return size
+
+    def read(self, size=-1):
+        return self._file.read(size)
+
+    def seek(self, offset, whence=0):
+        return self._file.seek(offset, whence)
+
+    def tell(self):
+        return self._file.tell()
+
+    def flush(self):
+        pass
+
+    def close(self):
+        if self.error is None:
+            try:
+                os.fsync(self._file.fileno())  # a full disk may only show here
+            except OSError as error:
+                self.error = error
+        self._file.close()
+
+
+def write_datasets(path, datasets, overwrite=True, make_parents=True, checksum=False):
+    """Writes `(name, array)` pairs as an hdf5 file, atomically, in order.
+
+    An I/O error while writing (a full disk, a quota, a failing device) stops the writing and
+    raises one `OSError` naming `path`; the temporary file is removed and an existing `path`
+    is left as it was. A signal is only acted on between two datasets.
+
+    Args:
+        path: str or path-like. The hdf5 file.
+        datasets: iterable of `(name, array)`. May be a generator.
+        overwrite: bool. Replace an existing `path`. Defaults to `True`.
+        make_parents: bool. Create missing parent folders. Defaults to `True`.
+        checksum: bool. Give each dataset a `CHECKSUM` attribute, the CRC-32 of its bytes
+            (`crc32`), for readers to verify: hdf5 itself checks nothing in its classic format,
+            which every reader (bilm-tf's too) understands. Defaults to `False`.
+    """
+    import h5py  # noqa: PLC0415 (h5py is only needed for this writer)
+
+    with atomic_file(path, overwrite=overwrite, make_parents=make_parents) as tmp:
+        sink = _Sink(tmp)
+        try:
+            with deferred_signals():
+                handle = h5py.File(sink, "w")
+            try:
+                for name, array in datasets:
+                    with deferred_signals():
+                        dataset = handle.create_dataset(name, data=array)
+                        if checksum:
+                            dataset.attrs[CHECKSUM] = crc32(dataset[...])
+                    if sink.error is not None:
+                        break
+            finally:
+                with deferred_signals():
+                    handle.close()
+        except (OSError, RuntimeError):
+            if sink.error is None:
+                raise
+        finally:
+            sink.close()
+        if sink.error is not None:
+            error = sink.error
+            failure = OSError(
+                f"could not write {path}: {error.strerror or error}; nothing was written"
+            )
+            failure.errno = error.errno
+            raise failure from None

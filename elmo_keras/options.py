@@ -11,8 +11,9 @@ Plain Python (no TensorFlow). An options dict describes a biLM architecture with
 
 `options_to_bilm_kwargs` turns it into `elmo_keras.models.BiLM` keyword arguments and
 `bilm_kwargs_to_options` goes back. Every value is checked: integer fields must be integers
-(`64.7` is an error, not 64), and an error names the file, the key, the expected and the
-received value. `n_characters` is 262 (the inference convention); bilm-tf's training value
+(`64.7` is an error, not 64), an unknown key inside a section is an error (a misspelt optional
+key would silently take its default), and an error names the file, the key, the expected and
+the received value. `n_characters` is 262 (the inference convention); bilm-tf's training value
 261 gets an error that explains it.
 """
 
@@ -25,6 +26,19 @@ from elmo_keras.files import write_text
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
 ACTIVATIONS = ("relu", "tanh")
+# Every key bilm-tf's sections may hold; anything else is refused.
+SECTION_KEYS = {
+    "lstm": {"dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"},
+    "char_cnn": {
+        "embedding",
+        "filters",
+        "n_highway",
+        "n_characters",
+        "max_characters_per_token",
+        "activation",
+    },
+    "char_cnn.embedding": {"dim"},
+}
 
 # The published "Original" model's character filters, (width, count): 2048 in all. The default
 # of `CharCNN`, `BiLM` and the published training configurations.
@@ -58,6 +72,12 @@ class _Reader:
         value = mapping[key]
         if not isinstance(value, dict):
             self.fail(name, "a JSON object", value)
+        unknown = sorted(set(value) - SECTION_KEYS[name])
+        if unknown:  # a misspelt optional key would silently take its default
+            raise ValueError(
+                f"{self.source}: unknown key `{name}.{unknown[0]}` (misspelt?). The keys of "
+                f"`{name}` are {sorted(SECTION_KEYS[name])}"
+            )
         return value
 
     def integer(self, mapping, key, where, default=None, minimum=1):

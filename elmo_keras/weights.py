@@ -26,13 +26,14 @@ import pathlib
 
 import numpy as np
 
-from elmo_keras.files import atomic_file
+from elmo_keras.files import CHECKSUM, crc32, write_datasets
 from elmo_keras.options import (  # noqa: F401  (public in this module since 0.1.0)
     options_to_bilm_kwargs,
     read_options,
     write_options,
 )
 
+SOFTMAX = ("softmax/W", "softmax/b")  # the datasets of `softmax.hdf5`
 # Keras gate block k is TensorFlow block _GATE_PERMUTATION[k]; the permutation is its own inverse.
 _GATE_PERMUTATION = (0, 2, 1, 3)
 
@@ -113,12 +114,70 @@ def _assignments(bilm):
     return plan
 
 
+def _read(handle, name, path, shape=None, what="weight file"):
+    """The float dataset `name` as an array. A missing dataset or a damaged file (truncated,
+    corrupted metadata, a failed checksum) is a `ValueError` naming the file and dataset."""
+    import h5py
+
+    try:
+        item = handle.get(name)
+        array = item[...] if isinstance(item, h5py.Dataset) else item
+        stored = item.attrs.get(CHECKSUM) if isinstance(item, h5py.Dataset) else None
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise ValueError(
+            f"{what} {path}: dataset '{name}' cannot be read ({reason}); the file is damaged "
+            "or truncated"
+        ) from None
+    if array is None:
+        expected = f" (expected shape {shape} for these options)" if shape else ""
+        raise ValueError(f"{what} {path} has no dataset '{name}'{expected}")
+    if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
+        received = getattr(array, "dtype", type(array).__name__)
+        raise ValueError(
+            f"{what} {path}: dataset '{name}' must hold floating-point numbers. "
+            f"Received: {received}"
+        )
+    if stored is not None and crc32(array) != stored:
+        raise ValueError(
+            f"{what} {path}: dataset '{name}' does not match its {CHECKSUM} checksum (the file "
+            "is damaged)"
+        )
+    return array
+
+
+def _check_all_used(handle, arrays, path):
+    """A dataset the options leave unused means options that do not match the weights (fewer
+    highway or LSTM layers than trained): refused rather than silently dropped."""
+    import h5py
+
+    found = []
+    try:
+        handle.visititems(
+            lambda name, item: found.append(name) if isinstance(item, h5py.Dataset) else None
+        )
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as error:
+        reason = " ".join(str(error).split())
+        raise ValueError(f"weight file {path} cannot be read ({reason}); it is damaged") from None
+    unused = sorted(set(found) - set(arrays))
+    if unused:
+        more = f" and {len(unused) - 3} more" if len(unused) > 3 else ""
+        raise ValueError(
+            f"weight file {path} holds datasets these options do not use: {unused[:3]}{more} "
+            "(do the options belong to these weights?)"
+        )
+
+
 def load_weights(bilm, weights_path, check_finite=True):
     """Loads a bilm-tf hdf5 weight file into a built `BiLM`.
 
-    Every dataset is checked before anything is assigned: a missing dataset, a wrong shape or
-    (with `check_finite`) a NaN or infinite value raises a `ValueError` naming the file, the
-    dataset, the expected and the received value.
+    Every dataset is checked before anything is assigned: a missing, unused or unreadable
+    dataset, a wrong shape or type or (with `check_finite`) a NaN or infinite value raises a
+    `ValueError` naming the file, the dataset, the expected and the received value. A file
+    written by `save_weights` holds a CRC-32 of each dataset, checked here, so a flipped bit in
+    it is found too; the published files have none (hdf5 checks nothing in its classic
+    format), and a flip there that gives another finite number cannot be told from a real
+    weight.
 
     Args:
         bilm: a `BiLM`.
@@ -135,19 +194,15 @@ def load_weights(bilm, weights_path, check_finite=True):
     plan = _assignments(bilm)
     try:
         handle = h5py.File(weights_path, "r")
-    except OSError as error:
+    except (OSError, RuntimeError, ValueError) as error:
+        reason = " ".join(str(error).split())
         raise ValueError(
-            f"weight file {weights_path} is not a readable hdf5 file: {error}"
+            f"weight file {weights_path} is not a readable hdf5 file: {reason}"
         ) from None
     with handle:
         arrays = {}
         for name, shape, _ in plan:
-            if name not in handle:
-                raise ValueError(
-                    f"weight file {weights_path} has no dataset '{name}' (expected shape "
-                    f"{shape} for these options)"
-                )
-            array = handle[name][...]
+            array = _read(handle, name, weights_path, shape)
             if array.shape != shape:
                 hint = ""
                 if name == "char_embed" and array.shape[0] == shape[0] + 1:
@@ -163,20 +218,19 @@ def load_weights(bilm, weights_path, check_finite=True):
                     "values (a corrupted or diverged file)"
                 )
             arrays[name] = array
+        _check_all_used(handle, arrays, weights_path)
     for name, _, assign in plan:
         assign(arrays[name])
     return bilm
 
 
 def save_weights(bilm, weights_path):
-    """Writes a `BiLM`'s weights as a bilm-tf hdf5 file (atomically: temp file, then rename)."""
-    import h5py
-
+    """Writes a `BiLM`'s weights as a bilm-tf hdf5 file, atomically, each dataset with a
+    CRC-32 attribute (ignored by other readers; `load_weights` checks it). A failed write (a
+    full disk) is one `OSError` naming the file, and nothing is left behind."""
     arrays = _published_arrays(bilm)
-    with atomic_file(weights_path) as tmp:
-        with h5py.File(tmp, "w") as handle:
-            for name, array in arrays.items():
-                handle.create_dataset(name, data=np.asarray(array, np.float32))
+    datasets = ((name, np.asarray(array, np.float32)) for name, array in arrays.items())
+    write_datasets(weights_path, datasets, checksum=True)
 
 
 def __getattr__(name):
@@ -198,18 +252,13 @@ def save_softmax(path, kernel, bias):
         kernel: array `[vocabulary_size, projection_dim]`.
         bias: array `[vocabulary_size]`.
     """
-    import h5py
-
     kernel, bias = np.asarray(kernel), np.asarray(bias)
     if kernel.ndim != 2 or bias.shape != kernel.shape[:1]:
         raise ValueError(
             "`kernel` must be [vocabulary_size, projection_dim] and `bias` [vocabulary_size]. "
             f"Received: kernel.shape={kernel.shape}, bias.shape={bias.shape}"
         )
-    with atomic_file(path) as tmp:
-        with h5py.File(tmp, "w") as handle:
-            handle.create_dataset("softmax/W", data=kernel)
-            handle.create_dataset("softmax/b", data=bias)
+    write_datasets(path, zip(SOFTMAX, (kernel, bias), strict=True), checksum=True)
 
 
 def load_softmax(path):
@@ -219,8 +268,10 @@ def load_softmax(path):
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"softmax file not found: {path}")
-    with h5py.File(path, "r") as handle:
-        for name in ("softmax/W", "softmax/b"):
-            if name not in handle:
-                raise ValueError(f"softmax file {path} has no dataset '{name}'")
-        return handle["softmax/W"][...], handle["softmax/b"][...]
+    try:
+        handle = h5py.File(path, "r")
+    except (OSError, RuntimeError, ValueError) as error:
+        reason = " ".join(str(error).split())
+        raise ValueError(f"softmax file {path} is not a readable hdf5 file: {reason}") from None
+    with handle:
+        return tuple(_read(handle, name, path, what="softmax file") for name in SOFTMAX)

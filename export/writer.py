@@ -2,7 +2,9 @@
 
 Everything is written into a temporary folder next to the output and renamed into place at the
 end (`elmo_keras.files.atomic_directory`), so an export that fails (or is interrupted) leaves
-nothing half-written, and an existing output is only replaced when asked to.
+nothing half-written, and an existing output is only replaced when asked to. SIGTERM removes
+the staging folder before exiting; one left by SIGKILL is removed by the next export to the
+same output.
 
 Layout of the output folder:
 
@@ -27,7 +29,7 @@ import os
 import pathlib
 import time
 
-from elmo_keras.files import atomic_directory, check_output
+from elmo_keras.files import atomic_directory, check_output, check_writable
 
 FORMATS = ("savedmodel", "onnx")
 SAVEDMODEL_DIR = "savedmodel"
@@ -110,7 +112,8 @@ def export_model(
             "`onnx_state` and `quantize` need the ONNX format. "
             f"Received: formats={formats!r}, onnx_state={onnx_state}, quantize={quantize}"
         )
-    output = check_output(output, overwrite)  # fail before the slow part
+    output = check_output(output, overwrite, kind="directory")  # fail before the slow part
+    check_writable(output)
     for name, path in (("options_path", options_path), ("weights_path", weights_path)):
         if not pathlib.Path(path).is_file():
             raise FileNotFoundError(f"`{name}` is not a file. Received: {name}={str(path)!r}")

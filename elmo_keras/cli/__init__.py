@@ -11,9 +11,11 @@ C++ straight to file descriptor 2 (start-up lines, "failed call to cuInit", oneD
 `sys.stderr` keeps the terminal, and it is shown only if the command fails unexpectedly. Python
 log records below ERROR (ONNX Runtime's quantizer, TensorFlow's Python logger) are dropped too.
 
-Exit codes: 0 success, 1 bad input (a missing or malformed file), 2 a usage mistake or a missing
-optional dependency (one line naming the `pip install "elmo-keras[...]"` that brings it),
-130 interrupted.
+Exit codes: 0 success, 1 bad input (a missing or malformed file) or a failed write (a full
+disk), 2 a usage mistake or a missing optional dependency (one line naming the
+`pip install "elmo-keras[...]"` that brings it), 130 interrupted (Ctrl-C). SIGTERM and SIGHUP
+end the command by that signal (a shell reports 143 and 129) once the temporary output is
+removed (`elmo_keras.files`).
 """
 
 import argparse
@@ -181,12 +183,12 @@ def _show_captured(captured):
         print("TensorFlow / ONNX Runtime log:\n" + text, file=sys.stderr)
 
 
-def _error(command, message):
+def _error(command, message, kind="error: "):
     global _stage_open
     if _stage_open:  # end a `print_stage` line that will not get its time
         sys.stderr.write("\n")
         _stage_open = False
-    print(f"elmo-keras {command}: error: {message}", file=sys.stderr)
+    print(f"elmo-keras {command}: {kind}{message}", file=sys.stderr)
 
 
 def main(argv=None):
@@ -246,7 +248,7 @@ def _run(args, captured):
         _error(args.command, error)
         return 1
     except KeyboardInterrupt:
-        print(f"elmo-keras {args.command}: interrupted", file=sys.stderr)
+        _error(args.command, "interrupted", kind="")
         return 130
     except BaseException:
         _show_captured(captured)

@@ -80,27 +80,73 @@ def make_embedder(args):
     return BiLMEmbedder(load_bilm(options, weights), batch_size=args.batch_size)
 
 
-def run(args):
-    from elmo_keras.cli._common import Progress, read_sentences
-    from elmo_keras.files import atomic_file, check_output
+def check_output_location(args):
+    """The output's problems, found before any work: an existing output without --overwrite,
+    a device or folder in its place, a missing or unwritable folder. Returns the path."""
+    from elmo_keras.files import check_output, check_writable, remove_stale
 
-    if args.batch_size < 1:
-        raise CommandError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
-    sentences = read_sentences(args.input)
     output = pathlib.Path(args.output)
     if output.exists() and not args.overwrite:
         raise CommandError(f"output exists: {output} (pass --overwrite to replace it)")
     check_output(output, overwrite=True, kind="file")  # a device or a folder is never replaced
-    if not output.parent.is_dir():  # found before the work, not after it
-        raise CommandError(f"output folder does not exist: {output.parent}")
-    embedder = make_embedder(args)
-    vectors = embedder.embed(sentences, progress=Progress(len(sentences)))
-    import h5py
+    check_writable(output, make_parents=False)
+    remove_stale(output)  # what killed runs left, before the free space is counted
+    return output
 
-    with atomic_file(output, overwrite=args.overwrite, make_parents=False) as tmp:
-        with h5py.File(tmp, "w") as handle:
-            for i, array in enumerate(vectors):
-                handle.create_dataset(str(i), data=array)
+
+def check_free_space(output, sentences, embedder):
+    """Refuses, before the work, an output that cannot fit: its float32 data alone (the hdf5
+    file is a little larger) must fit in the free space of its folder."""
+    import shutil
+
+    tokens = sum(len(sentence) for sentence in sentences)
+    needed = 4 * (embedder.n_layers + 1) * embedder.output_dim * tokens
+    free = shutil.disk_usage(output.parent).free
+    if needed > free:
+        raise OSError(
+            f"not enough free space for {output}: the embeddings need {_size(needed)}, "
+            f"{_size(free)} are free"
+        )
+
+
+def _size(n_bytes):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{n_bytes} bytes"
+
+
+def finite_datasets(vectors, output):
+    """`(name, array)` pairs for the hdf5 file; a NaN or infinity (a damaged weight file whose
+    numbers are finite but wrong can cause one) stops the writing with one line."""
+    import numpy as np
+
+    for i, array in enumerate(vectors):
+        if not np.isfinite(array).all():
+            raise ValueError(
+                f"the model gave NaN or infinite values for line {i + 1} (are the weights "
+                f"damaged?); nothing was written to {output}"
+            )
+        yield str(i), array
+
+
+def run(args):
+    from elmo_keras.cli._common import Progress, read_sentences
+    from elmo_keras.files import write_datasets
+
+    if args.batch_size < 1:
+        raise CommandError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
+    sentences = read_sentences(args.input)
+    output = check_output_location(args)
+    embedder = make_embedder(args)
+    check_free_space(output, sentences, embedder)
+    vectors = embedder.embed(sentences, progress=Progress(len(sentences)))
+    datasets = finite_datasets(vectors, output)
+    try:
+        write_datasets(output, datasets, overwrite=args.overwrite, make_parents=False)
+    except RuntimeError as error:  # an hdf5 failure that is not an OSError: one line too
+        reason = " ".join(str(error).split())
+        raise OSError(f"could not write {output}: {reason}; nothing was written") from None
     tokens = sum(len(s) for s in sentences)
     print(f"wrote {len(sentences)} sentences ({tokens} tokens) to {output}")
     return 0

@@ -101,13 +101,14 @@ def run(args):
     if args.opset < 17:
         raise CommandError(f"--opset must be 17 or newer, got {args.opset}")
     from elmo_keras.export.writer import export_model  # noqa: PLC0415
-    from elmo_keras.files import check_output  # noqa: PLC0415
+    from elmo_keras.files import check_output, check_writable  # noqa: PLC0415
 
-    try:
-        check_output(args.output, overwrite=args.overwrite)
+    try:  # the output's problems are found before the slow work
+        check_output(args.output, overwrite=args.overwrite, kind="directory")
     except FileExistsError as error:
         message = str(error).replace("`overwrite=True` (`--overwrite`)", "--overwrite")
         raise CommandError(message) from None
+    check_writable(args.output)
     from elmo_keras.cli import print_stage  # noqa: PLC0415
 
     manifest = export_model(

@@ -39,10 +39,17 @@ class BiLMEmbedder:
 
     @property
     def n_layers(self):
+        """int. The number of biLSTM layers (the embeddings have `n_layers + 1` layers)."""
         return self.bilm.n_layers
 
     @property
+    def projection_dim(self):
+        """int. The biLM's projection size `P` (the embeddings have `2 * P` features)."""
+        return self.bilm.projection_dim
+
+    @property
     def output_dim(self):
+        """int. The number of features of each layer's vectors, `2 * projection_dim`."""
         return 2 * self.bilm.projection_dim
 
     def embed(self, sentences, progress=None):
@@ -50,7 +57,9 @@ class BiLMEmbedder:
 
         Args:
             sentences: an iterable (list, generator, ...) of sentences, each a sequence of
-                string tokens. A string where a sequence of tokens belongs is an error.
+                `str` tokens. A string where a sequence of tokens belongs, or a token that is
+                not a string, is a `ValueError` (`elmo_keras.batching.as_sentences`, the same
+                rules as `OnnxEmbedder.embed`).
             progress: callable or `None`. Called with the number of sentences done after each
                 batch.
 

@@ -95,6 +95,11 @@ class OnnxEmbedder:
         return self._projection_dim
 
     @property
+    def output_dim(self):
+        """int. The number of features of each layer's vectors, `2 * projection_dim`."""
+        return 2 * self._projection_dim
+
+    @property
     def max_characters_per_token(self):
         """int. The number of character ids per token the model takes."""
         return self._max_characters
@@ -162,7 +167,10 @@ class OnnxEmbedder:
         """Computes the layer activations of each tokenized sentence.
 
         Args:
-            sentences: list of lists of str. The tokens of each sentence.
+            sentences: an iterable (list, generator, ...) of sentences, each a sequence of
+                `str` tokens. A string where a sequence of tokens belongs, or a token that is
+                not a string, is a `ValueError` (`elmo_keras.batching.as_sentences`, the same
+                rules as `BiLMEmbedder.embed`).
             progress: optional callable, given the number of sentences done after each batch
                 (the same hook as `BiLMEmbedder.embed`).
 

@@ -7,6 +7,7 @@ import pytest
 from elmo_keras.cli import main
 from elmo_keras.text import batch_to_char_ids
 from elmo_keras.weights import load_bilm
+from tests.test_files import _fill_disk_after, mounted_tmpfs
 
 SENTENCES = [
     "The bank raised its interest rates .",
@@ -140,13 +141,6 @@ def test_embed_refuses_to_overwrite_and_checks_arguments(tmp_path, model_args, i
     assert "needs --options and --weights" in capsys.readouterr().err
 
 
-def test_demo_with_the_bundled_model(capsys):
-    assert main(["demo", "--model", "tiny"]) == 0
-    out = capsys.readouterr().out
-    assert "(3, 10, 32)  I deposited the cheque at the bank on Friday ." in out
-    assert "0 (tokens)   1.00  1.00  1.00  1.00  1.00  1.00" in out
-
-
 def test_onnx_backend_writes_the_same_hdf5(tmp_path, model_args, input_file, allennlp_fixture):
     from elmo_keras.export import export_onnx
 
@@ -258,3 +252,124 @@ def test_embed_preset_errors_are_one_line(tmp_path, mirror, input_file, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("elmo-keras embed: error: could not download http")
     assert not out.exists()
+
+
+# Issue 12: failures while writing are one line and leave nothing behind.
+
+
+def _one_error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_disk_full_while_writing_is_one_line_and_leaves_nothing(
+    tmp_path, model_args, input_file, monkeypatch, capsys
+):
+    # Issue 12, D2: a traceback, then a segfault (exit 139) and 42k lines of stderr.
+    out = tmp_path / "out.hdf5"
+    out.write_bytes(b"the previous output")
+    _fill_disk_after(monkeypatch, 3000)
+    argv = ["embed", *model_args, "--input", str(input_file), "--output", str(out)]
+    assert main([*argv, "--overwrite"]) == 1
+    assert _one_error_line(capsys) == (
+        f"elmo-keras embed: error: could not write {out}: No space left on device; "
+        "nothing was written"
+    )
+    assert out.read_bytes() == b"the previous output"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hdf5", "sentences.txt"]
+
+
+def test_an_hdf5_error_while_writing_is_one_line(
+    tmp_path, model_args, input_file, monkeypatch, capsys
+):
+    def fail(self, name, **kwargs):
+        raise RuntimeError("Can't decrement id ref count (file write failed:\n, errno = 5)")
+
+    monkeypatch.setattr(h5py.Group, "create_dataset", fail)
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out)]) == 1
+    assert _one_error_line(capsys) == (
+        f"elmo-keras embed: error: could not write {out}: Can't decrement id ref count (file "
+        "write failed: , errno = 5); nothing was written"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sentences.txt"]
+
+
+def test_damaged_weights_are_one_line_naming_the_file(
+    tmp_path, input_file, allennlp_fixture, capsys
+):
+    weights = tmp_path / "lm_weights.hdf5"
+    out = tmp_path / "out.hdf5"
+    argv = ["embed", "--options", str(allennlp_fixture / "options.json"), "--weights"]
+    argv += [str(weights), "--input", str(input_file), "--output", str(out)]
+    source = (allennlp_fixture / "lm_weights.hdf5").read_bytes()
+    weights.write_bytes(source[: len(source) // 2])  # truncated
+    assert main(argv) == 1
+    assert f"weight file {weights} is not a readable hdf5 file" in _one_error_line(capsys)
+    # Finite but absurd weights (a damaged exponent) pass the load and overflow in the model:
+    # the output is refused rather than written with NaN.
+    weights.write_bytes(source)
+    with h5py.File(weights, "r+") as handle:
+        handle["CNN_proj/W_proj"][...] = handle["CNN_proj/W_proj"][...] * 1e38
+    assert main(argv) == 1
+    assert _one_error_line(capsys) == (
+        "elmo-keras embed: error: the model gave NaN or infinite values for line 1 (are the "
+        f"weights damaged?); nothing was written to {out}"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lm_weights.hdf5", "sentences.txt"]
+
+
+def test_every_output_problem_is_found_before_the_model_loads(
+    tmp_path, model_args, input_file, monkeypatch, capsys, read_only_folder
+):
+    # Issue 12, D11: a folder, a missing or unwritable folder, named before any work.
+    import elmo_keras.cli.embed
+
+    def no_work(args):
+        raise AssertionError("the model was loaded before the output was checked")
+
+    monkeypatch.setattr(elmo_keras.cli.embed, "make_embedder", no_work)
+    (tmp_path / "file").write_text("x")
+    for output, message in [
+        (tmp_path, f"'{tmp_path}' is a directory; only a regular file is replaced"),
+        (tmp_path / "missing" / "out.hdf5", f"output folder does not exist: {tmp_path}/missing"),
+        (tmp_path / "file" / "out.hdf5", f"cannot create {tmp_path}/file/out.hdf5: {tmp_path}/"),
+        (read_only_folder / "out.hdf5", f"cannot write to {read_only_folder} (for "),
+    ]:
+        argv = ["embed", *model_args, "--input", str(input_file), "--output", str(output)]
+        assert main([*argv, "--overwrite"]) == 1
+        assert message in _one_error_line(capsys)
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    with mounted_tmpfs(tmp_path / "read-only", "ro,size=64k") as folder:
+        yield folder
+
+
+@pytest.fixture
+def small_folder(tmp_path):
+    with mounted_tmpfs(tmp_path / "small", "size=8192") as folder:
+        yield folder
+
+
+def test_too_little_space_is_found_before_the_work(
+    model_args, input_file, monkeypatch, capsys, small_folder
+):
+    folder = small_folder
+    import elmo_keras.models.bilm_embedder
+
+    def no_work(self, sentences, progress=None):
+        raise AssertionError("the embedding ran although the output cannot fit")
+
+    monkeypatch.setattr(elmo_keras.models.bilm_embedder.BiLMEmbedder, "embed", no_work)
+    out = folder / "out.hdf5"
+    assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out)]) == 1
+    tokens = sum(len(s.split()) for s in SENTENCES)
+    needed = 4 * 3 * 32 * tokens  # float32, 3 layers, 32 features
+    assert _one_error_line(capsys) == (
+        f"elmo-keras embed: error: not enough free space for {out}: the embeddings need "
+        f"{needed / 1e3:.1f} kB, 8.2 kB are free"
+    )
+    assert list(folder.iterdir()) == []
