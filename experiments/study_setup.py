@@ -13,7 +13,9 @@ FIXTURE_BILM = ROOT / "elmo_keras" / "assets" / "tiny_allennlp"
 
 def add_bilm_arguments(parser):
     """`--bilm-dir`, `--fixture` and `--output-dir`, as every study takes them."""
-    parser.add_argument("--bilm-dir", type=pathlib.Path, default=ROOT / "runs" / "wikitext2")
+    parser.add_argument(
+        "--bilm-dir", type=pathlib.Path, default=ROOT / "elmo_keras" / "assets" / "mini_en"
+    )
     parser.add_argument("--fixture", action="store_true", help="use the tiny packaged biLM")
     parser.add_argument("--output-dir", type=pathlib.Path, default=RESULTS)
 

@@ -144,7 +144,13 @@ def resolve_source(init_from, new_vocab=False, progress=True):
     given = os.fspath(init_from)
     if given.lower() in PRESETS:
         options, weights = resolve_preset(given, progress=progress)
-        return InitSource("preset", given.lower(), pathlib.Path(options), pathlib.Path(weights))
+        options, weights = pathlib.Path(options), pathlib.Path(weights)
+        # A packaged model that ships its vocabulary and softmax (`mini_en`) starts like a run
+        # folder: they come along unless `new_vocab`.
+        head = [options.parent / VOCAB_FILE, options.parent / SOFTMAX_FILE]
+        if not new_vocab and all(path.is_file() for path in head):
+            return InitSource("preset", given.lower(), options, weights, *head)
+        return InitSource("preset", given.lower(), options, weights)
     folder = pathlib.Path(given)
     if not folder.is_dir():
         raise _unknown(init_from)

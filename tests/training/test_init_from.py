@@ -237,3 +237,13 @@ def test_fine_tuning_lowers_held_out_perplexity_on_the_new_domain(source_run, tm
     )
     after = train(run)["valid"]["perplexity"]
     assert after < 0.5 * before, (before, after)
+
+
+def test_a_packaged_preset_with_a_softmax_brings_its_vocabulary_along():
+    from elmo_keras.training.init_source import resolve_source
+
+    source = resolve_source("mini_en")
+    assert source.kind == "preset"
+    assert source.vocab.name == "vocab.txt" and source.softmax.name == "softmax.hdf5"
+    assert resolve_source("mini_en", new_vocab=True).softmax is None
+    assert resolve_source("tiny").softmax is None  # AllenNLP's test model ships no softmax
