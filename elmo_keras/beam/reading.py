@@ -4,7 +4,7 @@ converter to the hdf5 layout of `elmo-keras embed`.
 TensorFlow is imported inside the functions only, so importing `elmo_keras.beam` stays light.
 """
 
-from elmo_keras.files import atomic_file
+from elmo_keras.files import write_datasets
 
 _SHOWN_SOURCES = 5
 
@@ -79,8 +79,8 @@ def to_hdf5(file_pattern, source, output, overwrite=False):
 
     One float32 dataset per line, named by its 0-based line number, of shape
     `(n_layers + 1, n_tokens, 2 * projection_dim)`. The file appears complete or not at all
-    (`elmo_keras.files.atomic_file`): a missing or repeated line number is an error and leaves
-    nothing behind.
+    (`elmo_keras.files.write_datasets`; a full disk is one `OSError`): a missing or repeated line
+    number is an error and leaves nothing behind.
 
     Args:
         file_pattern: str. A glob over the shards, e.g. `"out/embeddings-*"`.
@@ -92,8 +92,6 @@ def to_hdf5(file_pattern, source, output, overwrite=False):
     Returns:
         int. The number of lines written.
     """
-    import h5py
-
     tf, records = _records(file_pattern)
     wanted = tf.constant(str(source))
     spec = {"source": tf.io.FixedLenFeature([], tf.string)}
@@ -101,13 +99,16 @@ def to_hdf5(file_pattern, source, output, overwrite=False):
         lambda serialized: tf.equal(tf.io.parse_single_example(serialized, spec)["source"], wanted)
     ).map(lambda serialized: _parse(tf, serialized))
     seen = set()
-    with atomic_file(output, overwrite=overwrite) as tmp, h5py.File(tmp, "w") as handle:
+
+    def datasets():
+        """The records as `(line, embeddings)`; the checks raise inside the writer, which then
+        leaves nothing behind."""
         for record in mine.as_numpy_iterator():
             line = int(record["line"])
             if line in seen:
                 raise ValueError(f"line {line} of {source} appears twice in {file_pattern}")
             seen.add(line)
-            handle.create_dataset(str(line), data=record["embeddings"])
+            yield str(line), record["embeddings"]
         if not seen:
             shown = _sources(tf, records, _SHOWN_SOURCES)
             raise ValueError(
@@ -120,4 +121,6 @@ def to_hdf5(file_pattern, source, output, overwrite=False):
                 f"{len(missing)} line(s) of {source} are missing from {file_pattern}, the first "
                 f"at line {missing[0]}"
             )
+
+    write_datasets(output, datasets(), overwrite=overwrite)
     return len(seen)
