@@ -129,8 +129,9 @@ def test_demo_and_embed_run_from_the_installed_wheel(installed):
     """Both print their own lines only: no TensorFlow log lines on stderr."""
     venv, work = installed
     command = venv / "bin" / "elmo-keras"
-    demo = _run([command, "demo", "--model", "tiny"], cwd=work, env=_environment())
-    assert "Cosine similarity of 'bank'" in demo.stdout
+    demo = _run([command, "demo"], cwd=work, env=_environment())  # the packaged mini_en
+    assert "The senses of a word, in the biLM 'mini_en'" in demo.stdout
+    assert "site-packages" in demo.stdout  # the wheel's copy, not the repository's
     assert demo.stderr == ""
 
     tiny = _site_packages(venv) / "elmo_keras" / "assets" / "tiny_allennlp"
