@@ -25,7 +25,6 @@ Standard library and NumPy only (no TensorFlow).
 import bz2
 import dataclasses
 import gzip
-import hashlib
 import io
 import os
 import pathlib
@@ -36,7 +35,13 @@ import zipfile
 
 import numpy as np
 
-from elmo_keras.download import DownloadError, cached_path, default_cache_dir, is_url
+from elmo_keras.download import (
+    DownloadError,
+    cached_path,
+    default_cache_dir,
+    file_sha256,
+    is_url,
+)
 from elmo_keras.files import atomic_file
 from elmo_keras.text.pretokenize import tokenize_python
 from elmo_keras.validation import check_int
@@ -276,16 +281,8 @@ def _complete(folder, files):
     return paths if all(path.is_file() for path in paths.values()) else None
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _check_sha256(path, key):
-    digest = _sha256(path)
+    digest = file_sha256(path)
     if digest != FILE_SHA256[key]:
         raise DownloadError(
             f"The extracted {key} has sha256 {digest}, expected {FILE_SHA256[key]}; "
@@ -300,7 +297,7 @@ def fetch_archive(archive, cache_dir=None):
     call downloads it again) and a `DownloadError` names the archive, its URL and both digests.
     """
     path = pathlib.Path(cached_path(archive.url, cache_dir=cache_dir))
-    digest = _sha256(path)
+    digest = file_sha256(path)
     if digest != archive.sha256:
         if is_url(archive.url):
             path.unlink(missing_ok=True)

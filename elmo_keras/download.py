@@ -140,7 +140,8 @@ def _timeout(value, name, variable, default):
     return seconds
 
 
-def _sha256(path):
+def file_sha256(path):
+    """The sha256 of a file's bytes, as 64 hex digits (read in blocks)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
@@ -167,7 +168,7 @@ def _verified(target, url):
     if (
         record.get("url") == url
         and record.get("size") == target.stat().st_size
-        and record.get("sha256") == _sha256(target)
+        and record.get("sha256") == file_sha256(target)
     ):
         return True
     logger.warning(
@@ -229,7 +230,7 @@ def _fetch(url, target, timeouts, retries, progress):
             resume_file.unlink(missing_ok=True)
             raise
     # The sidecar first: a file under the final name always has one.
-    record = {"url": url, "size": size, "sha256": _sha256(partial)}
+    record = {"url": url, "size": size, "sha256": file_sha256(partial)}
     write_text(_sidecar(target), json.dumps(record, indent=2) + "\n")
     os.replace(partial, target)
     resume_file.unlink(missing_ok=True)

@@ -14,11 +14,10 @@ its training keys may still be given. The optimizer starts fresh and the step co
 """
 
 import dataclasses
-import hashlib
 import os
 import pathlib
 
-from elmo_keras.download import cached_path
+from elmo_keras.download import cached_path, file_sha256
 from elmo_keras.options import bilm_kwargs_to_options, options_to_bilm_kwargs, read_options
 from elmo_keras.presets import PRESETS, find_model_files, resolve_preset
 from elmo_keras.text.vocabulary import Vocabulary
@@ -33,14 +32,6 @@ KINDS = ("run", "preset", "files")
 def _escaped(text):
     """`text` safe inside a `SettingsConflict` template."""
     return str(text).replace("{", "{{").replace("}", "}}")
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +69,7 @@ class InitSource:
             "source": self.given,
             "options": str(self.options),
             "weights": str(self.weights),
-            "weights_sha256": _sha256(self.weights),
+            "weights_sha256": file_sha256(self.weights),
             "softmax": "kept" if self.softmax is not None else "new",
         }
 

@@ -12,7 +12,6 @@ train.sh) against the add-one unigram on the same test split (computed here).
 
 import argparse
 import datetime
-import hashlib
 import json
 import os
 import pathlib
@@ -21,18 +20,12 @@ import re
 import shutil
 import sys
 
+from elmo_keras.download import file_sha256
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "elmo_keras" / "assets" / "mini_en"
 FILES = ("options.json", "lm_weights.hdf5", "vocab.txt", "softmax.hdf5")
 REFERENCE_43_MIN = 150.9  # docs/training.md: the 43-minute `cpu` run's WikiText-2 test perplexity
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def parse_log(text):
@@ -127,11 +120,11 @@ def render_card(settings, log, test, unigram, vocabulary, data, output, n_lm, n_
     config = settings["config"]
     lstm, cnn = config["lstm"], config["char_cnn"]
     corpus_rows = "\n".join(
-        f"| `{name}` | {(data / name).stat().st_size:,} | `{sha256(data / name)}` |"
+        f"| `{name}` | {(data / name).stat().st_size:,} | `{file_sha256(data / name)}` |"
         for name in ("train.raw.txt", "valid.raw.txt", "test.raw.txt")
     )
     file_rows = "\n".join(
-        f"| `{name}` | {(output / name).stat().st_size:,} | `{sha256(output / name)}` |"
+        f"| `{name}` | {(output / name).stat().st_size:,} | `{file_sha256(output / name)}` |"
         for name in FILES
     )
     hours = log["seconds"] / 3600
