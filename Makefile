@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
-LINTED := elmo_keras export tests benchmarks experiments
+LINTED := elmo_keras export tests benchmarks experiments README.md docs
 
 .PHONY: demo test lint format clean
 

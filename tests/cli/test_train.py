@@ -81,9 +81,9 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
         == 0
     )
     assert "ckpt-3" in capsys.readouterr().out
-    assert _datasets(tmp_path / "snap3" / "lm_weights.hdf5") == _datasets(tmp_path / "step3.hdf5")
+    assert hdf5_bytes(tmp_path / "snap3" / "lm_weights.hdf5") == hdf5_bytes(tmp_path / "step3.hdf5")
     assert main(["snapshot", "--run", str(out), "--output", str(tmp_path / "snap5")]) == 0
-    assert _datasets(tmp_path / "snap5" / "lm_weights.hdf5") == _datasets(out / "lm_weights.hdf5")
+    assert hdf5_bytes(tmp_path / "snap5" / "lm_weights.hdf5") == hdf5_bytes(out / "lm_weights.hdf5")
     assert (tmp_path / "snap5" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
     assert (
         main(
@@ -104,7 +104,7 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
     assert "pass --overwrite" in capsys.readouterr().err
 
 
-def _datasets(path):
+def hdf5_bytes(path):
     """Every dataset of an hdf5 file, as bytes (an exact comparison)."""
     out = {}
     with h5py.File(path) as handle:

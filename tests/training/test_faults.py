@@ -19,34 +19,22 @@ import sys
 import threading
 import time
 
-import h5py
 import pytest
 import tensorflow as tf
 
 from elmo_keras.cli import main
 from elmo_keras.training.checkpoints import kept_checkpoints, remove_orphans
 from elmo_keras.training.configs import get_config
+from tests.cli.test_train import hdf5_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = str(ROOT / "tests" / "fixtures" / "bilm_tf" / "train" / "data.txt")
 STEPS = 8
 
 
-def _datasets(path):
-    """Every dataset of an hdf5 file, as bytes (an exact comparison)."""
-    out = {}
-    with h5py.File(path) as handle:
-        handle.visititems(
-            lambda name, obj: (
-                out.__setitem__(name, obj[()].tobytes()) if isinstance(obj, h5py.Dataset) else None
-            )
-        )
-    return out
-
-
 def _same_model(run, reference):
     return all(
-        _datasets(run / name) == _datasets(reference / name)
+        hdf5_bytes(run / name) == hdf5_bytes(reference / name)
         for name in ("lm_weights.hdf5", "softmax.hdf5")
     )
 
