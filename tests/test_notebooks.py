@@ -1,8 +1,9 @@
 """Every notebook in `notebooks/` runs top to bottom from a copy outside the repository, and draws.
 
 Each notebook is copied into a temporary folder and executed there (the kernel's working
-directory), so it can only use the installed package: the packaged model through the preset
-loader, data through `elmo_keras.data` (pinned archives from PyPI, checked by sha256). The data
+directory), so it can only use the installed package: the packaged pretrained biLM (`mini_en`)
+through the preset loader, data through `elmo_keras.data` (pinned archives from PyPI, checked by
+sha256). The committed notebooks carry the outputs of such a run. The data
 comes from `../shared/data` when it is there (`$ELMO_KERAS_DATA`), else it is downloaded into a
 cache inside the temporary folder; notebooks that need data skip when neither can be had.
 """
@@ -15,11 +16,12 @@ import urllib.request
 import pytest
 
 from elmo_keras import data
+from elmo_keras.presets import PRESETS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SHARED_DATA = ROOT.parent / "shared" / "data"
-NEEDS_DATA = {"02_train_bilm", "03_downstream"}  # WikiText-2; MR sentences and GloVe
+NEEDS_DATA = {"02_train_bilm", "03_downstream"}  # MR sentences; MR sentences and GloVe
 # What a notebook that runs anywhere must not mention: the repository's own folders.
 REPOSITORY_ONLY = ("benchmarks", "experiments", "shared/data", "sys.path", "elmo_keras/assets")
 
@@ -51,9 +53,27 @@ def test_there_are_notebooks():
 def test_notebook_uses_only_the_installed_package(path):
     code = "\n".join(_sources(path))
     assert not [name for name in REPOSITORY_ONLY if name in code]
-    # One variable at the top names the model (or, for training, the configuration).
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_starts_from_the_packaged_pretrained_bilm(path):
+    # One variable at the top names the model. A clean clone has it (no download), and it is
+    # not `tiny` (AllenNLP's test biLM, whose vectors mean nothing): what the notebook shows is
+    # what a pretrained biLM does.
     first = _sources(path)[0].splitlines()[0]
-    assert first.startswith(('MODEL = "', 'CONFIG = "')), first
+    assert first.startswith('MODEL = "'), first
+    model = first.split('"')[1]
+    assert model != "tiny" and "package" in PRESETS.get(model, {}), first
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_notebook_carries_its_outputs(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    code = [cell for cell in cells if cell["cell_type"] == "code"]
+    assert [cell["execution_count"] for cell in code] == list(range(1, len(code) + 1))
+    outputs = [output for cell in code for output in cell["outputs"]]
+    assert not [output for output in outputs if output["output_type"] == "error"]
+    assert [output for output in outputs if "image/png" in output.get("data", {})]
 
 
 @pytest.fixture(scope="module")
