@@ -1,3 +1,5 @@
+import functools
+
 import keras
 import tensorflow as tf
 
@@ -5,6 +7,9 @@ from elmo_keras.layers.projected_lstm_cell import (
     ProjectedLSTMCell,
     _from_0_1_0_config,
     _optional_clip,
+    is_inference,
+    packed_recurrence,
+    packing_plan,
     require_tensorflow_backend,
 )
 from elmo_keras.validation import check_int, check_number, renamed_argument, renamed_attribute
@@ -43,6 +48,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
             Defaults to `0.0`.
         cell_forget_bias: float. Forget-gate bias added at run time. Defaults to `1.0`.
         return_state: bool. Also return the final states. Defaults to `False`.
+        length_aware: bool. At inference (`training` falsy), run the recurrence packed by
+            length: rows sorted by length inside the graph, step `t` computing only the rows
+            still running, the input projection only over real positions (in windows of
+            steps, so a very long input needs bounded memory). The same numbers as the plain
+            path (to float round-off); training always takes the plain path. Defaults to
+            `True`.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -55,6 +66,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
         training: bool. Whether dropout is active.
         backward_inputs: optional tensor shaped like `inputs` for the backward stack (in
             natural order), for trainers that feed the two directions different windows.
+        length_aware: optional bool. Overrides the layer's `length_aware` for this call
+            (`False` under XLA, which needs the plain path's static shapes).
 
     Returns:
         `outputs` `[batch, n_layers, tokens, 2 * projection_dim]` (forward in the first half
@@ -83,6 +96,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         dropout=0.0,
         cell_forget_bias=1.0,
         return_state=False,
+        length_aware=True,
         **kwargs,
     ):
         require_tensorflow_backend("ProjectedBiLSTM")
@@ -99,6 +113,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         self.dropout = check_number("dropout", dropout, 0.0, 1.0, include_maximum=False)
         self.cell_forget_bias = check_number("cell_forget_bias", cell_forget_bias)
         self.return_state = bool(return_state)
+        self.length_aware = bool(length_aware)
         self.supports_masking = True
 
     def build(self, input_shape, *args, **kwargs):
@@ -182,7 +197,39 @@ class ProjectedBiLSTM(keras.layers.Layer):
             ]
         return outputs, tf.stack(final_h, axis=1), tf.stack(final_c, axis=1)
 
-    def call(self, inputs, mask=None, initial_state=None, training=None, backward_inputs=None):
+    def _run_packed(self, inputs, plan, lengths, cells, state_h, state_c, reverse):
+        """`_run_direction` at inference, packed by length (see `packing_plan`)."""
+        x = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0) if reverse else inputs
+        x = tf.transpose(tf.gather(x, plan["order"]), [1, 0, 2])  # [T, B, F], sorted
+        mask = tf.cast(plan["mask"], x.dtype)
+        h0, c0 = tf.gather(state_h, plan["order"]), tf.gather(state_c, plan["order"])
+        outputs, final_h, final_c = [], [], []
+        for layer, cell in enumerate(cells):
+            packed = tf.gather_nd(x, plan["positions"])
+            out, h, c = packed_recurrence(cell, packed, plan, h0[:, layer], c0[:, layer])
+            if layer > 0 and self.use_skip_connections:
+                out = out + x * mask
+            outputs.append(out)
+            final_h.append(h)
+            final_c.append(c)
+            x = out
+        outputs = [tf.gather(tf.transpose(out, [1, 0, 2]), plan["inverse"]) for out in outputs]
+        if reverse:
+            outputs = [
+                tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0) for out in outputs
+            ]
+        final_h = tf.gather(tf.stack(final_h, axis=1), plan["inverse"])
+        return outputs, final_h, tf.gather(tf.stack(final_c, axis=1), plan["inverse"])
+
+    def call(
+        self,
+        inputs,
+        mask=None,
+        initial_state=None,
+        training=None,
+        backward_inputs=None,
+        length_aware=None,
+    ):
         dtype = self.compute_dtype
         inputs = tf.cast(inputs, dtype)
         batch = tf.shape(inputs)[0]
@@ -203,25 +250,19 @@ class ProjectedBiLSTM(keras.layers.Layer):
             state_h = tf.cast(initial_state[0], dtype)
             state_c = tf.cast(initial_state[1], dtype)
         backward_inputs = inputs if backward_inputs is None else tf.cast(backward_inputs, dtype)
-        forward, fw_h, fw_c = self._run_direction(
-            inputs,
-            mask,
-            lengths,
-            self.forward_cells,
-            state_h[:, 0],
-            state_c[:, 0],
-            False,
-            training,
+        length_aware = self.length_aware if length_aware is None else length_aware
+        if length_aware and is_inference(training):
+            plan = packing_plan(lengths, steps, 4 * self.lstm_units)
+            args = (plan, lengths)
+            run = self._run_packed
+        else:
+            args = (mask, lengths)
+            run = functools.partial(self._run_direction, training=training)
+        forward, fw_h, fw_c = run(
+            inputs, *args, self.forward_cells, state_h[:, 0], state_c[:, 0], reverse=False
         )
-        backward, bw_h, bw_c = self._run_direction(
-            backward_inputs,
-            mask,
-            lengths,
-            self.backward_cells,
-            state_h[:, 1],
-            state_c[:, 1],
-            True,
-            training,
+        backward, bw_h, bw_c = run(
+            backward_inputs, *args, self.backward_cells, state_h[:, 1], state_c[:, 1], reverse=True
         )
         outputs = tf.stack(
             [tf.concat([fw, bw], axis=-1) for fw, bw in zip(forward, backward, strict=True)], axis=1
@@ -259,6 +300,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
                 "dropout": self.dropout,
                 "cell_forget_bias": self.cell_forget_bias,
                 "return_state": self.return_state,
+                "length_aware": self.length_aware,
             }
         )
         return config

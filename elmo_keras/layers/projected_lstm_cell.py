@@ -192,3 +192,99 @@ class ProjectedLSTMCell(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         return cls(**_from_0_1_0_config(config))
+
+
+# The packed path computes its input projection a window of steps at a time, each window at
+# most this many gate inputs (32 MB of float32; 512 rows when lstm_units=4096), so that a very
+# long input never holds [positions, 4 * lstm_units] at once.
+WINDOW_ELEMENTS = 1 << 23
+
+
+def packing_plan(lengths, steps, gate_width):
+    """How the packed path lays a batch out: rows sorted by length (longest first), time-major.
+
+    Returns a dict: `order` and `inverse` (the sort and its inverse permutation), `lengths`
+    sorted, `positions` `[N, 2]` (the real positions, time-major, so that step `t`'s rows are
+    the slice `offsets[t]:offsets[t] + counts[t]` of a packed `[N, ...]` tensor), `counts` and
+    `offsets` per step over `n_windows * window` steps (>= the longest row), and `mask`
+    `[steps, batch, 1]` (1.0 at real positions).
+    """
+    batch = tf.shape(lengths)[0]
+    order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+    inverse = tf.scatter_nd(order[:, None], tf.range(batch), [batch])
+    lengths = tf.gather(lengths, order)
+    longest = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
+    budget = tf.maximum(1, WINDOW_ELEMENTS // (tf.maximum(batch, 1) * gate_width))
+    n_windows = tf.maximum(1, (longest + budget - 1) // budget)
+    window = tf.maximum(1, (longest + n_windows - 1) // n_windows)  # balanced windows
+    running = lengths[None, :] > tf.range(n_windows * window)[:, None]
+    counts = tf.reduce_sum(tf.cast(running, tf.int32), axis=1)
+    mask = tf.transpose(tf.sequence_mask(lengths, steps))
+    return {
+        "order": order,
+        "inverse": inverse,
+        "lengths": lengths,
+        "positions": tf.where(mask),
+        "counts": counts,
+        "offsets": tf.concat([[0], tf.cumsum(counts)], axis=0),
+        "window": window,
+        "n_windows": n_windows,
+        "mask": tf.cast(mask, tf.float32)[:, :, None],
+        "steps": steps,
+    }
+
+
+def packed_recurrence(cell, packed, plan, h, c):
+    """Runs `cell` over packed inputs `[N, features]` (see `packing_plan`), from sorted states.
+
+    Returns `(outputs [steps, batch, P], h, c)`, outputs zero where a row has ended. An outer
+    loop over windows computes the window's input projection, an inner loop its steps; step
+    `t` computes only its `counts[t]` running rows (a prefix, rows being sorted).
+    """
+    counts, offsets, window = plan["counts"], plan["offsets"], plan["window"]
+    batch = tf.shape(h)[0]
+
+    def window_body(w, h, c, windows):
+        first = w * window
+        z = cell.input_projection(packed[offsets[first] : offsets[first + window]])
+
+        def step_body(i, h, c, outputs):
+            n = counts[first + i]
+            start = offsets[first + i] - offsets[first]
+            h_new, c_new = cell.recurrent_step(z[start : start + n], h[:n], c[:n])
+            outputs = outputs.write(i, tf.pad(h_new, [[0, batch - n], [0, 0]]))
+            return (
+                i + 1,
+                _like(tf.concat([h_new, h[n:]], 0), h),
+                _like(tf.concat([c_new, c[n:]], 0), c),
+                outputs,
+            )
+
+        _, h, c, outputs = tf.while_loop(
+            lambda i, *_: i < window,
+            step_body,
+            (tf.constant(0), h, c, tf.TensorArray(h.dtype, size=window)),
+            maximum_iterations=window,
+        )
+        return w + 1, h, c, windows.write(w, outputs.stack())
+
+    _, h, c, windows = tf.while_loop(
+        lambda w, *_: w < plan["n_windows"],
+        window_body,
+        (tf.constant(0), h, c, tf.TensorArray(h.dtype, size=plan["n_windows"])),
+        maximum_iterations=plan["n_windows"],
+    )
+    outputs = tf.reshape(windows.stack(), [-1, batch, tf.shape(h)[-1]])
+    missing = tf.maximum(0, plan["steps"] - tf.shape(outputs)[0])
+    return tf.pad(outputs, [[0, missing], [0, 0], [0, 0]])[: plan["steps"]], h, c
+
+
+def _like(tensor, reference):
+    """`tensor` with `reference`'s static shape (a loop variable must keep its shape)."""
+    tensor.set_shape(reference.shape)
+    return tensor
+
+
+def is_inference(training):
+    """Whether `training` is a falsy Python value (a tensor takes the plain path)."""
+    return not isinstance(training, tf.Tensor | tf.Variable) and not training

@@ -4,7 +4,7 @@ import tensorflow as tf
 from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM
-from elmo_keras.layers.projected_lstm_cell import require_tensorflow_backend
+from elmo_keras.layers.projected_lstm_cell import is_inference, require_tensorflow_backend
 from elmo_keras.options import (
     DEFAULT_FILTERS,
     bilm_kwargs_to_options,
@@ -19,6 +19,10 @@ from elmo_keras.text.char_ids import (
     eos_char_ids,
 )
 from elmo_keras.weights import load_weights
+
+# The length-aware path runs the char CNN over the distinct tokens at most this many at a time,
+# so that a very long input never holds every token's convolution activations at once.
+CHAR_CNN_CHUNK = 1024
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -45,13 +49,24 @@ class BiLM(keras.Model):
         char_embedding_dim, filters, n_highway, n_characters, max_characters_per_token,
             activation: the `CharCNN` arguments; defaults are the published model's.
         dropout: float. Dropout on the LSTM inputs during training. Defaults to `0.0`.
+        length_aware: bool. At inference (`training` falsy), run the char CNN once per distinct
+            token (in chunks of 1024) and the biLSTM packed by length (see `ProjectedBiLSTM`):
+            the same numbers as the plain path, much less work on uneven batches. Training
+            always takes the plain path. Defaults to `True`.
         **kwargs: other keyword arguments of `keras.Model`.
 
     Call arguments:
         inputs: int tensor `[batch, tokens, max_characters_per_token]` of character ids, or a
             dict with `"char_ids"` and optionally `"state_h"` `[batch, 2, n_layers,
-            projection_dim]` and `"state_c"` `[batch, 2, n_layers, lstm_units]`.
+            projection_dim]` and `"state_c"` `[batch, 2, n_layers, lstm_units]`. Instead of
+            `"char_ids"`, the dict may hold the distinct tokens once: `"token_char_ids"`
+            `[distinct, max_characters_per_token]` and `"token_index"` `[batch, tokens]`, for
+            each position the row of `"token_char_ids"` holding its token, `-1` for padding
+            (real tokens a prefix of each row); the outputs are those of the equivalent
+            `"char_ids"`.
         training: bool.
+        length_aware: optional bool. Overrides the model's `length_aware` for this call
+            (`False` under XLA, which needs the plain path's static shapes).
 
     Returns:
         A dict: `"token_embeddings"` `[batch, tokens, projection_dim]`, `"activations"`
@@ -84,6 +99,7 @@ class BiLM(keras.Model):
         max_characters_per_token=MAX_CHARACTERS_PER_TOKEN,
         activation="relu",
         dropout=0.0,
+        length_aware=True,
         **kwargs,
     ):
         require_tensorflow_backend("BiLM")
@@ -101,6 +117,7 @@ class BiLM(keras.Model):
         self.max_characters_per_token = max_characters_per_token
         self.activation = activation
         self.dropout = dropout
+        self.length_aware = bool(length_aware)
         # Sublayers are made here (not in build) so that trainers and converters can reach
         # them before the first call; they are built in `build`.
         self.char_cnn = CharCNN(
@@ -123,6 +140,7 @@ class BiLM(keras.Model):
             use_skip_connections=use_skip_connections,
             dropout=dropout,
             return_state=True,
+            length_aware=self.length_aware,
             dtype=self.dtype_policy,
             name="bilstm",
         )
@@ -150,33 +168,104 @@ class BiLM(keras.Model):
         is_eos = tf.equal(tf.range(steps + 2)[None, :], (lengths + 1)[:, None])
         return tf.where(is_eos[:, :, None], eos[None, None, :], padded), lengths
 
-    def call(self, inputs, training=None):
-        state = None
-        if isinstance(inputs, dict):
-            if "char_ids" not in inputs:
+    def _parse_inputs(self, inputs):
+        """-> `(char_ids, token_char_ids, token_index, state)`, the unused ones `None`."""
+        if not isinstance(inputs, dict):
+            return tf.cast(inputs, tf.int32), None, None, None
+        if ("state_h" in inputs) != ("state_c" in inputs):
+            raise ValueError("`BiLM` needs both 'state_h' and 'state_c', or neither.")
+        state = [inputs["state_h"], inputs["state_c"]] if "state_h" in inputs else None
+        if "char_ids" in inputs:
+            return tf.cast(inputs["char_ids"], tf.int32), None, None, state
+        if "token_char_ids" in inputs and "token_index" in inputs:
+            token_char_ids = tf.cast(inputs["token_char_ids"], tf.int32)
+            token_index = tf.cast(inputs["token_index"], tf.int32)
+            if token_char_ids.shape.rank != 2 or token_index.shape.rank != 2:
                 raise ValueError(
-                    "`BiLM` inputs given as a dict need a 'char_ids' entry. "
-                    f"Received keys: {sorted(inputs)}"
+                    "`token_char_ids` must be [distinct, max_characters_per_token] and "
+                    "`token_index` [batch, tokens]. Received: shapes "
+                    f"{tuple(token_char_ids.shape)} and {tuple(token_index.shape)}"
                 )
-            if ("state_h" in inputs) != ("state_c" in inputs):
-                raise ValueError("`BiLM` needs both 'state_h' and 'state_c', or neither.")
-            if "state_h" in inputs:
-                state = [inputs["state_h"], inputs["state_c"]]
-            inputs = inputs["char_ids"]
-        char_ids = tf.cast(inputs, tf.int32)
-        if char_ids.shape.rank != 3:
+            return None, token_char_ids, token_index, state
+        raise ValueError(
+            "`BiLM` inputs given as a dict need a 'char_ids' entry, or 'token_char_ids' and "
+            f"'token_index'. Received keys: {sorted(inputs)}"
+        )
+
+    def _chunked_char_cnn(self, ids):
+        """The char CNN over `ids` `[n, C]`, `CHAR_CNN_CHUNK` rows at a time -> `[n, P]`."""
+        n = tf.shape(ids)[0]
+        n_chunks = tf.maximum(1, (n + CHAR_CNN_CHUNK - 1) // CHAR_CNN_CHUNK)
+        size = tf.maximum(1, (n + n_chunks - 1) // n_chunks)  # balanced chunks
+        ids = tf.pad(ids, [[0, n_chunks * size - n], [0, 0]])  # padding tokens: zero vectors
+
+        def body(i, chunks):
+            return i + 1, chunks.write(i, self.char_cnn(ids[i * size : (i + 1) * size]))
+
+        _, chunks = tf.while_loop(
+            lambda i, _: i < n_chunks,
+            body,
+            (tf.constant(0), tf.TensorArray(self.char_cnn.compute_dtype, size=n_chunks)),
+            maximum_iterations=n_chunks,
+        )
+        return tf.reshape(chunks.stack(), [-1, self.projection_dim])[:n]
+
+    def _embed_distinct(self, token_char_ids, token_index):
+        """Token vectors `[B, T + 2, P]` with `<S>`/`</S>`, the char CNN run once per row of
+        `token_char_ids` (and once for each boundary); also returns the lengths."""
+        width = self.max_characters_per_token
+        batch, steps = tf.shape(token_index)[0], tf.shape(token_index)[1]
+        lengths = tf.reduce_sum(tf.cast(token_index >= 0, tf.int32), axis=1)
+        bos = tf.constant(bos_char_ids(width), tf.int32)[None]
+        eos = tf.constant(eos_char_ids(width), tf.int32)[None]
+        vectors = self._chunked_char_cnn(tf.concat([token_char_ids, bos, eos], axis=0))
+        bos_row = tf.shape(token_char_ids)[0]
+        index = tf.concat(
+            [tf.fill([batch, 1], bos_row), token_index, tf.fill([batch, 1], -1)], axis=1
+        )
+        is_eos = tf.equal(tf.range(steps + 2)[None, :], (lengths + 1)[:, None])
+        index = tf.where(is_eos, bos_row + 1, index)
+        embedded = tf.gather(vectors, tf.maximum(index, 0))
+        return embedded * tf.cast(index >= 0, embedded.dtype)[:, :, None], lengths
+
+    def _distinct_tokens(self, char_ids):
+        """`[B, T, C]` -> `(token_char_ids, token_index)`, exact in-graph deduplication."""
+        flat = tf.reshape(char_ids, [-1, self.max_characters_per_token])
+        distinct, index = tf.raw_ops.UniqueV2(x=flat, axis=tf.constant([0], tf.int64))
+        index = tf.reshape(index, tf.shape(char_ids)[:2])
+        return distinct, tf.where(char_ids[:, :, 0] != 0, index, -1)
+
+    def call(self, inputs, training=None, length_aware=None):
+        char_ids, token_char_ids, token_index, state = self._parse_inputs(inputs)
+        if char_ids is not None and char_ids.shape.rank != 3:
             raise ValueError(
                 "`char_ids` must be [batch, tokens, max_characters_per_token]. "
                 f"Received: shape={tuple(char_ids.shape)}"
             )
-        steps = tf.shape(char_ids)[1]
-        with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
-        embedded = self.char_cnn(with_boundaries)
+        length_aware = self.length_aware if length_aware is None else length_aware
+        length_aware = length_aware and is_inference(training)
+        if length_aware:
+            if token_index is None:
+                token_char_ids, token_index = self._distinct_tokens(char_ids)
+            steps = tf.shape(token_index)[1]
+            embedded, lengths = self._embed_distinct(token_char_ids, token_index)
+        else:
+            if token_index is None:
+                steps = tf.shape(char_ids)[1]
+            else:  # the equivalent char ids: -1 picks an all-zero (padding) row
+                steps = tf.shape(token_index)[1]
+                padding = tf.zeros([1, self.max_characters_per_token], tf.int32)
+                table = tf.concat([token_char_ids, padding], axis=0)
+                index = tf.where(token_index >= 0, token_index, tf.shape(token_char_ids)[0])
+                char_ids = tf.gather(table, index)
+            with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
+            embedded = self.char_cnn(with_boundaries)
         outputs, state_h, state_c = self.bilstm(
             embedded,
             mask=tf.sequence_mask(lengths + 2, steps + 2),
             initial_state=state,
             training=training,
+            length_aware=length_aware,
         )
         mask = tf.sequence_mask(lengths, steps)
         float_mask = tf.cast(mask, embedded.dtype)[:, :, None]
@@ -208,6 +297,7 @@ class BiLM(keras.Model):
                 "max_characters_per_token": self.max_characters_per_token,
                 "activation": self.activation,
                 "dropout": self.dropout,
+                "length_aware": self.length_aware,
             }
         )
         return config

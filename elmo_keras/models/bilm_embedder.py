@@ -1,23 +1,30 @@
 import numpy as np
 import tensorflow as tf
 
-from elmo_keras.batching import as_sentences, length_batches
-from elmo_keras.text.char_ids import batch_to_char_ids
+from elmo_keras import batching
+from elmo_keras.text.char_ids import distinct_token_ids
 from elmo_keras.validation import check_int
 
 
 class BiLMEmbedder:
     """Embeds many tokenized sentences with a `BiLM`, fast and independent of batching.
 
-    Sentences are sorted by length and cut into batches of similar length (little padding), run
-    through one compiled `tf.function`, and returned in input order. Every sentence starts from
-    zero state, so its vectors do not depend on the batch size or on its neighbours.
+    Sentences are read as a stream, sorted by length a chunk at a time and cut into batches of
+    similar length (`elmo_keras.batching.iter_embeddings`). Each batch is one call of a compiled
+    `tf.function` that takes every distinct token of the batch once (`"token_char_ids"`) and,
+    per position, the row of its token (`"token_index"`): with a length-aware `BiLM` the char
+    CNN then runs once per distinct token and the biLSTM only over real positions. Every
+    sentence starts from zero state, so its vectors do not depend on the batch size or on its
+    neighbours.
 
     Args:
         bilm: a `BiLM`.
         batch_size: int. Sentences per batch. Defaults to `64`.
-        jit_compile: bool. Compile with XLA (one compilation per distinct shape). Defaults to
-            `False`.
+        max_tokens: int or `None`. The most padded tokens per batch (`batch size * longest
+            sentence`); a longer sentence gets a batch of its own. Defaults to `None` (no
+            limit).
+        jit_compile: bool. Compile with XLA (one compilation per distinct shape; the biLM then
+            runs its plain, padded path, as XLA needs static shapes). Defaults to `False`.
 
     Example:
     >>> embedder = BiLMEmbedder(load_bilm("options.json", "weights.hdf5"))  # doctest: +SKIP
@@ -26,14 +33,25 @@ class BiLMEmbedder:
     ((3, 2, 1024), (3, 0, 1024))
     """
 
-    def __init__(self, bilm, batch_size=64, jit_compile=False):
+    def __init__(self, bilm, batch_size=64, max_tokens=None, jit_compile=False):
         self.bilm = bilm
         self.batch_size = check_int("batch_size", batch_size)
+        self.max_tokens = check_int("max_tokens", max_tokens, allow_none=True)
         self.jit_compile = jit_compile
         width = bilm.max_characters_per_token
+
+        def run(token_char_ids, token_index):
+            inputs = {"token_char_ids": token_char_ids, "token_index": token_index}
+            # XLA needs static shapes: the padded path (the packed one slices by length).
+            plain = False if jit_compile else None
+            return bilm(inputs, training=False, length_aware=plain)["activations"]
+
         self._run = tf.function(
-            lambda ids: bilm(ids, training=False)["activations"],
-            input_signature=[tf.TensorSpec([None, None, width], tf.int32)],
+            run,
+            input_signature=[
+                tf.TensorSpec([None, width], tf.int32),
+                tf.TensorSpec([None, None], tf.int32),
+            ],
             jit_compile=jit_compile,
         )
 
@@ -52,6 +70,59 @@ class BiLMEmbedder:
         """int. The number of features of each layer's vectors, `2 * projection_dim`."""
         return 2 * self.bilm.projection_dim
 
+    def _empty(self):
+        return np.zeros((self.n_layers + 1, 0, self.output_dim), np.float32)
+
+    def embed_batch(self, sentences):
+        """Embeds one batch with one model call, each distinct token's characters sent once.
+
+        Args:
+            sentences: a list of sentences, each a sequence of `str` tokens (the rules of
+                `elmo_keras.batching.as_sentences`).
+
+        Returns:
+            A list of float32 arrays `(n_layers + 1, n_tokens, 2 * projection_dim)`, in order.
+        """
+        sentences = batching.as_sentences(sentences)
+        longest = max((len(s) for s in sentences), default=0)
+        if longest == 0:
+            return [self._empty() for _ in sentences]
+        token_char_ids, token_index = distinct_token_ids(
+            sentences, max_characters_per_token=self.bilm.max_characters_per_token
+        )
+        activations = self._run(tf.constant(token_char_ids), tf.constant(token_index)).numpy()
+        return [
+            np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)
+            for row, sentence in enumerate(sentences)
+        ]
+
+    def iter_embed(self, sentences, progress=None):
+        """Streams the embeddings: `(index, array)` pairs as each batch finishes.
+
+        Reads `sentences` lazily (`elmo_keras.batching.iter_embeddings`): memory holds one
+        chunk of token lists and one batch of arrays, however long the input. The pairs come
+        in batch order; `index` (0-based) is the sentence's position in the input.
+
+        Args:
+            sentences: an iterable of sentences, each a sequence of `str` tokens. A string
+                where a sequence of tokens belongs, or a token that is not a string, is a
+                `ValueError` (the same rules as `OnnxEmbedder`).
+            progress: callable or `None`. Called with the number of sentences done after each
+                batch.
+
+        Returns:
+            An iterator over `(index, array)` pairs, each array float32
+            `(n_layers + 1, n_tokens, 2 * projection_dim)`.
+        """
+        return batching.iter_embeddings(
+            self.embed_batch,
+            sentences,
+            self.batch_size,
+            self.max_tokens,
+            empty=self._empty,
+            progress=progress,
+        )
+
     def embed(self, sentences, progress=None):
         """Returns one float32 array `(n_layers + 1, n_tokens, 2 * projection_dim)` a sentence.
 
@@ -66,25 +137,7 @@ class BiLMEmbedder:
         Returns:
             A list of arrays, in input order.
         """
-        sentences = as_sentences(sentences)
-        results = [None] * len(sentences)
-        empty = np.zeros((self.n_layers + 1, 0, self.output_dim), np.float32)
-        done = 0
-        for indices in length_batches(sentences, self.batch_size):
-            if not sentences[indices[0]]:  # the group of empty sentences needs no model call
-                for i in indices:
-                    results[i] = empty.copy()
-            else:
-                ids = batch_to_char_ids(
-                    [sentences[i] for i in indices],
-                    max_characters_per_token=self.bilm.max_characters_per_token,
-                )
-                activations = self._run(tf.constant(ids)).numpy()
-                for row, i in enumerate(indices):
-                    results[i] = np.ascontiguousarray(
-                        activations[row, :, : len(sentences[i])], np.float32
-                    )
-            done += len(indices)
-            if progress is not None:
-                progress(done)
-        return results
+        results = {}
+        for index, array in self.iter_embed(sentences, progress=progress):
+            results[index] = array
+        return [results[i] for i in range(len(results))]

@@ -167,3 +167,38 @@ def batch_to_char_ids(
             _check_token(token)
             out[i, j] = _cached_char_ids(token, max_characters_per_token)
     return out
+
+
+def distinct_token_ids(sentences, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):
+    """The batch's distinct tokens and where each position's token is: the biLM's
+    deduplicated input (`BiLM` and the ONNX model take it as `token_char_ids`, `token_index`).
+
+    Exact: tokens are compared as strings, so the same token always gets the same row, and the
+    character CNN runs once per distinct token of the batch.
+
+    Args:
+        sentences: list of sentences, each a list of `str` tokens.
+        max_characters_per_token: int. The number of ids per token. Defaults to `50`.
+
+    Returns:
+        A tuple `(token_char_ids, token_index)`: int32 `[distinct_tokens, C]` in order of first
+        appearance, and int32 `[len(sentences), longest]` holding each position's row, -1 for
+        padding.
+
+    Example:
+
+    >>> chars, index = distinct_token_ids([["a", "b", "a"], ["b"]])
+    >>> chars.shape, index.tolist()
+    ((2, 50), [[0, 1, 0], [1, -1, -1]])
+    """
+    max_characters_per_token = _check_max_characters(max_characters_per_token)
+    longest = max((len(sentence) for sentence in sentences), default=0)
+    rows = {}  # token -> its row, in order of first appearance
+    token_index = np.full((len(sentences), longest), -1, np.int32)
+    for i, sentence in enumerate(sentences):
+        token_index[i, : len(sentence)] = [rows.setdefault(t, len(rows)) for t in sentence]
+    token_char_ids = np.zeros((len(rows), max_characters_per_token), np.int32)
+    for row, token in enumerate(rows):
+        _check_token(token)
+        token_char_ids[row] = _cached_char_ids(token, max_characters_per_token)
+    return token_char_ids, token_index

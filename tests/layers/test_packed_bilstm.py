@@ -1,0 +1,166 @@
+"""`ProjectedBiLSTM`'s packed (length-aware) inference path against its plain path.
+
+The plain path (`length_aware=False`, or `training=True`) is checked against the NumPy
+reference in test_projected_bilstm.py; here the packed path must give its numbers.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_keras.layers import ProjectedBiLSTM, projected_bilstm, projected_lstm_cell
+
+pytestmark = pytest.mark.tensorflow_only
+
+
+def make_pair(rng, units, proj, features, n_layers=2, **kwargs):
+    """A packed layer and a plain one with the same random weights."""
+    layers = []
+    for length_aware in (True, False):
+        layer = ProjectedBiLSTM(
+            units, proj, n_layers=n_layers, return_state=True, length_aware=length_aware, **kwargs
+        )
+        layer.build((None, None, features))
+        layers.append(layer)
+    for packed_w, plain_w in zip(layers[0].weights, layers[1].weights, strict=True):
+        value = 1.5 * rng.normal(size=packed_w.shape) / np.sqrt(packed_w.shape[0])
+        packed_w.assign(value.astype("float32"))
+        plain_w.assign(value.astype("float32"))
+    return layers
+
+
+def random_batch(rng, lengths, features, steps=None):
+    steps = max(lengths, default=0) + 1 if steps is None else steps
+    x = rng.normal(size=(len(lengths), steps, features)).astype("float32")
+    mask = np.arange(steps)[None, :] < np.array(lengths, int)[:, None]
+    x[~mask] = 99.0  # garbage in padding must not matter
+    return x, mask
+
+
+def assert_same(got, want, atol=1e-6):
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=atol, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "seed, units, proj, features, lengths, skip, clip",
+    [
+        (0, 12, 5, 5, [7, 5, 1, 3, 0], True, 1.0),
+        (1, 8, 4, 6, [0, 2, 9, 9, 4, 1], False, None),
+        (2, 16, 3, 3, [1], True, None),
+        (3, 10, 6, 4, [3, 8, 2, 8, 5, 0, 0, 6], False, 0.7),
+        (4, 6, 2, 2, [0, 0], True, 2.0),
+    ],
+)
+@pytest.mark.parametrize("with_state", [False, True])
+def test_packed_equals_plain(seed, units, proj, features, lengths, skip, clip, with_state):
+    rng = np.random.default_rng(seed)
+    packed, plain = make_pair(
+        rng, units, proj, features, use_skip_connections=skip, cell_clip=clip, proj_clip=clip
+    )
+    x, mask = random_batch(rng, lengths, features)
+    state = None
+    if with_state:
+        b, n = len(lengths), packed.n_layers
+        state = [
+            rng.normal(size=(b, 2, n, proj)).astype("float32"),
+            rng.normal(size=(b, 2, n, units)).astype("float32"),
+        ]
+    got = packed(x, mask=mask, initial_state=state)
+    want = plain(x, mask=mask, initial_state=state)
+    assert_same(got, want)
+    for row in np.flatnonzero(np.array(lengths) == 0):  # no tokens: initial state, zeros out
+        np.testing.assert_array_equal(got[0].numpy()[row], 0.0)
+        if with_state:
+            np.testing.assert_array_equal(got[1].numpy()[row], state[0][row])
+            np.testing.assert_array_equal(got[2].numpy()[row], state[1][row])
+
+
+def test_packed_in_a_graph_with_dynamic_shapes_and_backward_inputs():
+    rng = np.random.default_rng(5)
+    packed, plain = make_pair(rng, 12, 5, 4)
+    spec = [tf.TensorSpec([None, None, 4]), tf.TensorSpec([None, None], tf.bool)] * 2
+
+    def run(layer):
+        return tf.function(
+            lambda x, m, bx, _: layer(x, mask=m, backward_inputs=bx), input_signature=spec
+        )
+
+    run_packed, run_plain = run(packed), run(plain)
+    for lengths in ([4, 1, 6], [2], [3, 3, 0, 5, 1]):
+        x, mask = random_batch(rng, lengths, 4, steps=7)
+        bx, _ = random_batch(rng, lengths, 4, steps=7)
+        assert_same(run_packed(x, mask, bx, mask), run_plain(x, mask, bx, mask))
+
+
+def test_windows_of_the_input_projection(monkeypatch):
+    """Tiny windows (a few rows of gate inputs each) give the same numbers."""
+    rng = np.random.default_rng(6)
+    packed, plain = make_pair(rng, 8, 4, 3)
+    x, mask = random_batch(rng, [11, 3, 7, 0, 11], 3)
+    want = plain(x, mask=mask)
+    for elements in (1, 4 * 8 * 5 * 3):  # windows of 1 and 3 steps
+        monkeypatch.setattr(projected_lstm_cell, "WINDOW_ELEMENTS", elements)
+        assert_same(packed(x, mask=mask), want)
+
+
+def test_packing_plan_layout():
+    """Sorted longest first, balanced windows, step t's rows at offsets[t]:offsets[t+1]."""
+    plan = projected_lstm_cell.packing_plan(tf.constant([2, 5, 0, 5, 1]), 6, 4)
+    np.testing.assert_array_equal(plan["lengths"], [5, 5, 2, 1, 0])
+    np.testing.assert_array_equal(tf.gather(plan["order"], plan["inverse"]), np.arange(5))
+    np.testing.assert_array_equal(tf.gather([2, 5, 0, 5, 1], plan["order"]), plan["lengths"])
+    assert int(plan["n_windows"]) == 1 and int(plan["window"]) == 5
+    np.testing.assert_array_equal(plan["counts"], [4, 3, 2, 2, 2])
+    np.testing.assert_array_equal(plan["offsets"], [0, 4, 7, 9, 11, 13])
+    np.testing.assert_array_equal(plan["positions"][:5], [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0]])
+    # 4 rows x 4 gate inputs a window at the most: 5 steps of 5 rows -> 5 windows of 1 step.
+    old = projected_lstm_cell.WINDOW_ELEMENTS
+    try:
+        projected_lstm_cell.WINDOW_ELEMENTS = 16
+        plan = projected_lstm_cell.packing_plan(tf.constant([2, 5, 0, 5, 1]), 6, 4)
+    finally:
+        projected_lstm_cell.WINDOW_ELEMENTS = old
+    assert int(plan["n_windows"]) == 5 and int(plan["window"]) == 1
+
+
+def test_a_sentence_alone_equals_it_inside_a_padded_batch():
+    rng = np.random.default_rng(7)
+    packed, _ = make_pair(rng, 12, 5, 4)
+    x, mask = random_batch(rng, [2, 6, 4, 0], 4, steps=9)
+    together = packed(x, mask=mask)[0].numpy()
+    alone = packed(x[2:3, :4], mask=mask[2:3, :4])[0].numpy()
+    np.testing.assert_allclose(together[2:3, :, :4], alone, atol=1e-6, rtol=0)
+
+
+def test_training_takes_the_plain_path(monkeypatch):
+    rng = np.random.default_rng(8)
+    packed, plain = make_pair(rng, 8, 4, 3)
+    x, mask = random_batch(rng, [3, 5, 1], 3)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the packed path ran during training")
+
+    def gradients(layer):
+        with tf.GradientTape() as tape:
+            outputs, h, c = layer(x, mask=mask, training=True)
+            loss = tf.reduce_sum(outputs**2) + tf.reduce_sum(h) + tf.reduce_sum(c)
+        return tape.gradient(loss, layer.trainable_weights)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(projected_bilstm, "packed_recurrence", not_here)
+        got = gradients(packed)
+    want = gradients(plain)
+    assert all(g is not None for g in got)
+    assert_same(got, want, atol=0)
+
+
+def test_length_aware_in_the_config():
+    layer = ProjectedBiLSTM(8, 4, length_aware=False)
+    config = layer.get_config()
+    assert config["length_aware"] is False
+    assert ProjectedBiLSTM.from_config(config).length_aware is False
+    del config["length_aware"]  # a config saved before the argument existed
+    assert ProjectedBiLSTM.from_config(config).length_aware is True
+    assert keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))

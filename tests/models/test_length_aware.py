@@ -1,0 +1,192 @@
+"""`BiLM`'s length-aware inference (distinct tokens, packed biLSTM) and `BiLMEmbedder`.
+
+Expected numbers come from the plain path (`length_aware=False`), which test_bilm.py checks
+against the published fixtures and the NumPy reference.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_keras.layers import projected_bilstm
+from elmo_keras.models import BiLM, BiLMEmbedder
+from elmo_keras.models import bilm as bilm_module
+from elmo_keras.text import batch_to_char_ids
+
+pytestmark = pytest.mark.tensorflow_only
+
+CONFIG = {"lstm_units": 16, "projection_dim": 6, "filters": [(1, 4), (2, 6)], "n_highway": 1}
+SENTENCES = [
+    ["the", "cat", "the", "cat", "sat"],
+    [],
+    ["sat"],
+    ["a", "b", "the", "c", "a", "a", "d", "the"],
+    ["é", "the"],
+]
+
+
+@pytest.fixture(scope="module")
+def models():
+    """A length-aware biLM and a plain one with the same random weights."""
+    rng = np.random.default_rng(0)
+    packed, plain = BiLM(**CONFIG), BiLM(length_aware=False, **CONFIG)
+    packed.build()
+    plain.build()
+    for w in packed.weights:
+        w.assign((0.8 * rng.normal(size=w.shape) / np.sqrt(w.shape[0])).astype("float32"))
+    plain.set_weights(packed.get_weights())
+    return packed, plain
+
+
+@pytest.fixture(scope="module")
+def embedder(models):
+    """One embedder (its `tf.function` is traced once for the module)."""
+    return BiLMEmbedder(models[0], batch_size=2, max_tokens=12)
+
+
+def distinct_inputs(sentences):
+    """The token_char_ids / token_index form of `sentences`, written out independently."""
+    vocabulary = sorted({t for s in sentences for t in s}, reverse=True)
+    steps = max(len(s) for s in sentences)
+    index = np.full((len(sentences), steps), -1, np.int32)
+    for i, sentence in enumerate(sentences):
+        index[i, : len(sentence)] = [vocabulary.index(t) for t in sentence]
+    char_ids = batch_to_char_ids([vocabulary]).reshape(len(vocabulary), -1)
+    return {"token_char_ids": char_ids, "token_index": index}
+
+
+def assert_outputs_close(got, want, atol=1e-6):
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_allclose(
+            np.asarray(got[key], np.float64), np.asarray(want[key], np.float64), atol=atol, rtol=0
+        )
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [3, 2, 4, 1, 0], [1, 2]])
+def test_length_aware_equals_plain(models, order):
+    packed, plain = models
+    ids = batch_to_char_ids([SENTENCES[i] for i in order])
+    assert_outputs_close(packed(ids), plain(ids))
+
+
+def test_token_char_ids_form_equals_char_ids(models):
+    packed, plain = models
+    want = plain(batch_to_char_ids(SENTENCES))
+    inputs = distinct_inputs(SENTENCES)
+    assert_outputs_close(packed(inputs), want)
+    assert_outputs_close(plain(inputs), want)  # the plain path takes this form too
+    nothing = {
+        "token_char_ids": np.zeros((0, 50), "int32"),
+        "token_index": np.full((2, 1), -1, "int32"),
+    }
+    for model in models:  # all sentences empty: no distinct token
+        assert model(nothing)["activations"].shape == (2, 3, 1, 12)
+    run = tf.function(lambda a, b: packed({"token_char_ids": a, "token_index": b}))
+    assert_outputs_close(run(inputs["token_char_ids"], inputs["token_index"]), want)
+
+
+def test_state_in_and_out(models):
+    packed, plain = models
+    rng = np.random.default_rng(1)
+    ids = batch_to_char_ids(SENTENCES)
+    state = {
+        "state_h": rng.normal(size=(5, 2, 2, 6)).astype("float32"),
+        "state_c": rng.normal(size=(5, 2, 2, 16)).astype("float32"),
+    }
+    want = plain({"char_ids": ids, **state})
+    assert_outputs_close(packed({"char_ids": ids, **state}), want)
+    assert_outputs_close(packed({**distinct_inputs(SENTENCES), **state}), want)
+
+
+def test_char_cnn_in_chunks(models, monkeypatch):
+    packed, plain = models
+    monkeypatch.setattr(bilm_module, "CHAR_CNN_CHUNK", 3)
+    ids = batch_to_char_ids(SENTENCES)
+    assert_outputs_close(packed(ids), plain(ids))
+
+
+def test_a_sentence_alone_equals_it_in_a_padded_batch(models):
+    packed, _ = models
+    alone = packed(batch_to_char_ids([SENTENCES[4]]))["activations"].numpy()[0]
+    inside = packed(batch_to_char_ids(SENTENCES))["activations"].numpy()[4, :, :2]
+    np.testing.assert_allclose(inside, alone, atol=1e-6, rtol=0)
+
+
+def test_length_aware_in_the_config(models):
+    packed, plain = models
+    assert packed.get_config()["length_aware"] is True and packed.bilstm.length_aware
+    config = plain.get_config()
+    assert config["length_aware"] is False
+    assert BiLM.from_config(config).bilstm.length_aware is False
+    del config["length_aware"]  # saved before the argument existed
+    assert BiLM.from_config(config).length_aware is True
+
+
+def test_bad_dict_inputs_are_named(models):
+    packed, _ = models
+    with pytest.raises(ValueError, match="'token_char_ids' and 'token_index'"):
+        packed({"token_index": np.zeros((1, 2), "int32")})
+    with pytest.raises(ValueError, match=r"\[distinct, max_characters_per_token\]"):
+        packed(
+            {
+                "token_char_ids": np.zeros((2, 2, 50), "int32"),
+                "token_index": np.zeros((1, 2), "int32"),
+            }
+        )
+
+
+def test_embedder_equals_the_plain_model_sentence_by_sentence(models, embedder):
+    _, plain = models
+    done = []
+    got = embedder.embed(iter(SENTENCES), progress=done.append)
+    assert done[-1] == len(SENTENCES)
+    for sentence, vectors in zip(SENTENCES, got, strict=True):
+        assert vectors.shape == (3, len(sentence), 12) and vectors.dtype == np.float32
+        if sentence:
+            want = plain(batch_to_char_ids([sentence]))["activations"].numpy()[0]
+            np.testing.assert_allclose(vectors, want, atol=1e-6, rtol=0)
+    pairs = dict(embedder.iter_embed(SENTENCES))
+    assert sorted(pairs) == list(range(len(SENTENCES)))
+    np.testing.assert_array_equal(pairs[3], got[3])
+
+
+def test_embed_batch_sends_each_distinct_token_once(embedder, monkeypatch):
+    calls = []
+    run = embedder._run
+    monkeypatch.setattr(
+        embedder, "_run", lambda ids, index: calls.append((ids, index)) or run(ids, index)
+    )
+    arrays = embedder.embed_batch(SENTENCES)
+    assert len(calls) == 1
+    ids, index = calls[0]
+    assert ids.shape[0] == len({t for s in SENTENCES for t in s})
+    assert index.shape == (5, 8) and int(tf.reduce_min(index[1])) == -1
+    assert [a.shape[1] for a in arrays] == [len(s) for s in SENTENCES]
+    assert [a.shape[1] for a in embedder.embed_batch([[], []])] == [0, 0]
+
+
+def test_embedder_argument_and_input_errors(models):
+    packed, _ = models
+    with pytest.raises(ValueError, match="max_tokens"):
+        BiLMEmbedder(packed, max_tokens=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        BiLMEmbedder(packed, batch_size=0)
+    embedder = BiLMEmbedder(packed)
+    with pytest.raises(ValueError, match="single string"):
+        embedder.embed("the cat sat")
+    with pytest.raises(ValueError, match=r"sentences\[0\]\[1\]"):
+        embedder.embed([["the", 3]])
+
+
+def test_a_call_can_ask_for_the_plain_path(models, monkeypatch):
+    """`length_aware=False` in the call (what `BiLMEmbedder(jit_compile=True)` uses)."""
+    packed, plain = models
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the packed path ran")
+
+    ids = batch_to_char_ids(SENTENCES)
+    monkeypatch.setattr(bilm_module.BiLM, "_embed_distinct", not_here)
+    monkeypatch.setattr(projected_bilstm, "packed_recurrence", not_here)
+    assert_outputs_close(packed(ids, length_aware=False), plain(ids), atol=0)
