@@ -13,7 +13,8 @@ def add_parser(subparsers):
         description="Reads one whitespace-tokenized sentence per line and writes one float32 "
         "dataset per line, named by its 0-based line number, of shape "
         "(n_layers + 1, n_tokens, 2 * projection_dim). Every sentence starts from zero state; "
-        "the output does not depend on --batch-size.",
+        "the output does not depend on --batch-size or --max-tokens. The file is read and "
+        "written as a stream: memory does not grow with its length.",
     )
     parser.add_argument("--options", help="bilm-tf options.json, a path or URL (Keras backend)")
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL (Keras backend)")
@@ -28,7 +29,15 @@ def add_parser(subparsers):
     )
     parser.add_argument("--input", required=True, help="text file, one sentence per line")
     parser.add_argument("--output", required=True, help="hdf5 file to write")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64, help="most sentences per batch")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=4096,
+        metavar="N",
+        help="most padded tokens per batch (sentences x the longest); a longer sentence is a "
+        "batch of its own (default: 4096)",
+    )
     parser.add_argument("--backend", choices=["keras", "onnx"], default="keras")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return parser
@@ -69,7 +78,7 @@ def make_embedder(args):
             raise CommandError("--backend onnx needs --model M.onnx")
         from elmo_keras.runtime import OnnxEmbedder
 
-        return OnnxEmbedder(args.model, batch_size=args.batch_size)
+        return OnnxEmbedder(args.model, batch_size=args.batch_size, max_tokens=args.max_tokens)
     options, weights = resolve_model_files(args)  # any download happens before TensorFlow loads
     from elmo_keras.cli import import_tensorflow
 
@@ -77,7 +86,8 @@ def make_embedder(args):
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
     from elmo_keras.weights import load_bilm
 
-    return BiLMEmbedder(load_bilm(options, weights), batch_size=args.batch_size)
+    bilm = load_bilm(options, weights)
+    return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
 
 
 def check_output_location(args):
@@ -94,12 +104,11 @@ def check_output_location(args):
     return output
 
 
-def check_free_space(output, sentences, embedder):
+def check_free_space(output, tokens, embedder):
     """Refuses, before the work, an output that cannot fit: its float32 data alone (the hdf5
-    file is a little larger) must fit in the free space of its folder."""
+    file is a little larger) for `tokens` tokens must fit in the free space of its folder."""
     import shutil
 
-    tokens = sum(len(sentence) for sentence in sentences)
     needed = 4 * (embedder.n_layers + 1) * embedder.output_dim * tokens
     free = shutil.disk_usage(output.parent).free
     if needed > free:
@@ -116,12 +125,13 @@ def _size(n_bytes):
     return f"{n_bytes} bytes"
 
 
-def finite_datasets(vectors, output):
-    """`(name, array)` pairs for the hdf5 file; a NaN or infinity (a damaged weight file whose
-    numbers are finite but wrong can cause one) stops the writing with one line."""
+def finite_datasets(pairs, output):
+    """`(name, array)` pairs for the hdf5 file from `(line index, array)` pairs; a NaN or
+    infinity (a damaged weight file whose numbers are finite but wrong can cause one) stops
+    the writing with one line."""
     import numpy as np
 
-    for i, array in enumerate(vectors):
+    for i, array in pairs:
         if not np.isfinite(array).all():
             raise ValueError(
                 f"the model gave NaN or infinite values for line {i + 1} (are the weights "
@@ -130,23 +140,30 @@ def finite_datasets(vectors, output):
         yield str(i), array
 
 
+def check_arguments(args):
+    for flag, value in (("--batch-size", args.batch_size), ("--max-tokens", args.max_tokens)):
+        if value < 1:
+            raise CommandError(f"{flag} must be a positive integer. Received: {value}")
+
+
 def run(args):
-    from elmo_keras.cli._common import Progress, read_sentences
+    from elmo_keras.cli._common import Progress, input_sentences
     from elmo_keras.files import write_datasets
 
-    if args.batch_size < 1:
-        raise CommandError(f"--batch-size must be a positive integer. Received: {args.batch_size}")
-    sentences = read_sentences(args.input)
+    check_arguments(args)
+    lines, tokens, sentences = input_sentences(args.input)  # the sizes, without the model
     output = check_output_location(args)
     embedder = make_embedder(args)
-    check_free_space(output, sentences, embedder)
-    vectors = embedder.embed(sentences, progress=Progress(len(sentences)))
-    datasets = finite_datasets(vectors, output)
+    check_free_space(output, tokens, embedder)
+    # A second pass streams: one chunk of sentences and one batch of arrays in memory at a
+    # time, each batch written as it finishes (in length order; datasets are named by line).
+    pairs = embedder.iter_embed(sentences, progress=Progress(lines))
     try:
-        write_datasets(output, datasets, overwrite=args.overwrite, make_parents=False)
+        write_datasets(
+            output, finite_datasets(pairs, output), overwrite=args.overwrite, make_parents=False
+        )
     except RuntimeError as error:  # an hdf5 failure that is not an OSError: one line too
         reason = " ".join(str(error).split())
         raise OSError(f"could not write {output}: {reason}; nothing was written") from None
-    tokens = sum(len(s) for s in sentences)
-    print(f"wrote {len(sentences)} sentences ({tokens} tokens) to {output}")
+    print(f"wrote {lines} sentences ({tokens} tokens) to {output}")
     return 0

@@ -43,24 +43,18 @@ def read(path):
 def test_embed_writes_one_dataset_per_line_independent_of_batch_size(
     tmp_path, model_args, input_file, allennlp_fixture, capsys
 ):
+    from elmo_keras.models.bilm_embedder import BiLMEmbedder
+
     outputs = {}
-    for batch_size in (1, 3, 64):
+    # (3, 6): a budget of 6 padded tokens (issue 10) puts "Hello" and "A b c d" apart and
+    # each long sentence alone.
+    for batch_size, max_tokens in ((1, 4096), (3, 6), (64, 4096)):
         out = tmp_path / f"out{batch_size}.hdf5"
-        code = main(
-            [
-                "embed",
-                *model_args,
-                "--input",
-                str(input_file),
-                "--output",
-                str(out),
-                "--batch-size",
-                str(batch_size),
-            ]
-        )
-        assert code == 0
+        argv = ["embed", *model_args, "--input", str(input_file), "--output", str(out)]
+        argv += ["--batch-size", str(batch_size), "--max-tokens", str(max_tokens)]
+        assert main(argv) == 0
         outputs[batch_size] = read(out)
-    assert "wrote 5 sentences" in capsys.readouterr().out
+    assert "wrote 5 sentences (28 tokens)" in capsys.readouterr().out
     data = outputs[1]
     assert sorted(data, key=int) == [str(i) for i in range(5)]
     for i, sentence in enumerate(SENTENCES):
@@ -72,6 +66,12 @@ def test_embed_writes_one_dataset_per_line_independent_of_batch_size(
     bilm = load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
     alone = bilm(batch_to_char_ids([SENTENCES[2].split()]))["activations"].numpy()[0]
     np.testing.assert_allclose(data["2"], alone, atol=1e-6, rtol=0)
+    # Streamed and written batch by batch, the file holds what the embedder gives for the
+    # whole list (the same batches with the default budget: the same numbers, bit for bit).
+    expected = BiLMEmbedder(bilm).embed([line.split() for line in SENTENCES])
+    assert sorted(outputs[64], key=int) == [str(i) for i in range(len(expected))]
+    for i, array in enumerate(expected):
+        np.testing.assert_array_equal(outputs[64][str(i)], array)
 
 
 def test_embed_bad_input_fails_cleanly(tmp_path, model_args, capsys):
@@ -137,6 +137,13 @@ def test_embed_refuses_to_overwrite_and_checks_arguments(tmp_path, model_args, i
         == 2
     )
     assert "--batch-size must be a positive integer. Received: 0" in capsys.readouterr().err
+    for bad in ("0", "-3"):
+        argv = ["embed", *model_args, "--input", str(input_file), "--output", str(out)]
+        assert main([*argv, "--max-tokens", bad]) == 2
+        assert _one_error_line(capsys) == (
+            f"elmo-keras embed: error: --max-tokens must be a positive integer. Received: {bad}"
+        )
+    assert out.read_bytes() == b"keep me"
     assert main(["embed", "--input", str(input_file), "--output", str(tmp_path / "new.hdf5")]) == 2
     assert "needs --options and --weights" in capsys.readouterr().err
 
@@ -308,13 +315,14 @@ def test_damaged_weights_are_one_line_naming_the_file(
     assert main(argv) == 1
     assert f"weight file {weights} is not a readable hdf5 file" in _one_error_line(capsys)
     # Finite but absurd weights (a damaged exponent) pass the load and overflow in the model:
-    # the output is refused rather than written with NaN.
+    # the output is refused rather than written with NaN. Every line overflows; the first
+    # one written is named: the shortest, line 4 (batches stream shortest first).
     weights.write_bytes(source)
     with h5py.File(weights, "r+") as handle:
         handle["CNN_proj/W_proj"][...] = handle["CNN_proj/W_proj"][...] * 1e38
     assert main(argv) == 1
     assert _one_error_line(capsys) == (
-        "elmo-keras embed: error: the model gave NaN or infinite values for line 1 (are the "
+        "elmo-keras embed: error: the model gave NaN or infinite values for line 4 (are the "
         f"weights damaged?); nothing was written to {out}"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lm_weights.hdf5", "sentences.txt"]
@@ -360,10 +368,10 @@ def test_too_little_space_is_found_before_the_work(
     folder = small_folder
     import elmo_keras.models.bilm_embedder
 
-    def no_work(self, sentences, progress=None):
+    def no_work(self, sentences):
         raise AssertionError("the embedding ran although the output cannot fit")
 
-    monkeypatch.setattr(elmo_keras.models.bilm_embedder.BiLMEmbedder, "embed", no_work)
+    monkeypatch.setattr(elmo_keras.models.bilm_embedder.BiLMEmbedder, "embed_batch", no_work)
     out = folder / "out.hdf5"
     assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out)]) == 1
     tokens = sum(len(s.split()) for s in SENTENCES)

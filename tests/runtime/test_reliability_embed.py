@@ -34,19 +34,17 @@ PAUSING_EMBED = textwrap.dedent(
 
     marker = pathlib.Path(sys.argv[1])
 
-    class PausesWhileWritten(list):
-        def __iter__(self):
-            for i, item in enumerate(list.__iter__(self)):
-                if i == 2:
-                    marker.write_text(str(os.getpid()))
-                    for _ in range(1200):
-                        time.sleep(0.05)
-                yield item
+    iter_embed = onnx_embedder.OnnxEmbedder.iter_embed
 
-    embed = onnx_embedder.OnnxEmbedder.embed
-    onnx_embedder.OnnxEmbedder.embed = (
-        lambda self, sentences, progress=None: PausesWhileWritten(embed(self, sentences))
-    )
+    def pauses_while_written(self, sentences, progress=None):
+        for i, item in enumerate(iter_embed(self, sentences, progress)):
+            if i == 2:
+                marker.write_text(str(os.getpid()))
+                for _ in range(1200):
+                    time.sleep(0.05)
+            yield item
+
+    onnx_embedder.OnnxEmbedder.iter_embed = pauses_while_written  # `embed` streams through it
     sys.exit(main(sys.argv[2:]))
     """
 )

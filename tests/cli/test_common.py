@@ -1,0 +1,39 @@
+"""`elmo_keras.cli._common`: how `embed` reads its input, as a stream (issue 10)."""
+
+import os
+import threading
+
+import pytest
+
+from elmo_keras.cli import CommandError
+from elmo_keras.cli._common import input_sentences, iter_lines, split_lines
+
+
+def test_the_input_is_read_lazily_with_the_same_rules(tmp_path):
+    text = "\ufeffFirst  line\r\nsplit\vby\x85more\n\n\r\nlast \u00e9"
+    path = tmp_path / "lines.txt"
+    path.write_bytes(text.encode("utf-8"))
+    lines, tokens, sentences = input_sentences(path)
+    assert (lines, tokens) == (5, 7)
+    assert not isinstance(sentences, list)  # a generator: one line in memory at a time
+    assert list(sentences) == [line.split() for line in split_lines(text[1:])]
+    assert list(iter_lines(path)) == split_lines(text[1:])
+    for content, expected in [(b"", []), (b"\xef\xbb\xbf", []), (b"\n", [""]), (b"\r", [""])]:
+        path.write_bytes(content)
+        assert list(iter_lines(path)) == expected == split_lines(content.decode("utf-8-sig"))
+    path.write_bytes("ok\nstill ok\ncaf\xe9 au lait\n".encode("latin-1"))
+    with pytest.raises(CommandError) as error:
+        input_sentences(path)  # the first pass finds it, before any model loads
+    assert str(error.value) == (
+        f"input file {path} is not UTF-8 text (invalid continuation byte at byte 15, line 3)"
+    )
+
+
+def test_a_pipe_is_read_once(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("a b\n\nc\n", encoding="utf-8"))
+    writer.start()
+    lines, tokens, sentences = input_sentences(fifo)
+    writer.join(timeout=30)
+    assert (lines, tokens, sentences) == (3, 3, [["a", "b"], [], ["c"]])
