@@ -4,7 +4,8 @@
   SavedModel with the TF-Hub ELMo module's `default` (also `serving_default`), `tokens`,
   `char_ids` and `char_ids_with_state` signatures; it runs in TF Serving and in TF-Hub's
   `KerasLayer` (the mix's weights trainable).
-- `export_onnx(bilm, path, scalar_mix=None, stateful=False, opset=17)`: ONNX via tf2onnx.
+- `export_onnx(bilm, path, scalar_mix=None, stateful=False, opset=17,
+  input_form="token_index")`: ONNX via tf2onnx.
 - `quantize_onnx(source, destination)`: int8 dynamic quantization.
 - `export_model(options_path, weights_path, output, formats="all", overwrite=False, ...,
   progress=None)`: all of it into one folder, written atomically (what `elmo-keras export`

@@ -37,6 +37,7 @@ but keeps the wrappers too, which stores every value twice).
 """
 
 import os
+import re
 import types
 
 import tensorflow as tf
@@ -304,3 +305,95 @@ def export_savedmodel(
     )
     tf.saved_model.save(module, os.fspath(directory), signatures=module.concrete_signatures())
     return module
+
+
+ONNX_INPUT_FORMS = ("token_index", "char_ids")
+
+
+def _weight_input_names(variables):
+    """A distinct graph-input name per variable, from its path (`char_cnn/char_embed/...`)."""
+    names, seen = [], set()
+    for index, variable in enumerate(variables):
+        name = re.sub(r"[^A-Za-z0-9_.]", "_", getattr(variable, "path", variable.name))
+        name = f"weight.{name}" if name not in seen else f"weight{index}.{name}"
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def _positions_as_tokens(char_ids, width):
+    """`char_ids` `[B, T, C]` as the `token_char_ids` / `token_index` inputs of the BiLM, one
+    row per position (tf2onnx cannot convert the BiLM's own deduplication, `UniqueV2`)."""
+    shape = tf.shape(char_ids)
+    positions = tf.reshape(tf.range(shape[0] * shape[1]), shape[:2])
+    return {
+        "token_char_ids": tf.reshape(char_ids, [-1, width]),
+        "token_index": tf.where(char_ids[:, :, 0] != 0, positions, -1),
+    }
+
+
+def weights_as_inputs_function(module, input_form="token_index", stateful=False):
+    """The serving computation with every biLM weight as an input, for a graph converter.
+
+    A converter given a function that reads variables freezes them into graph constants and
+    copies the values several times (tf2onnx peaked at 18 GiB on the published model). Here the
+    biLM runs with `stateless_call`, so each weight is an argument of the function; the
+    converted graph holds no weight values and the caller attaches them (e.g. as ONNX
+    initializers) afterwards. The ScalarMix's four scalars stay captured (frozen, tiny).
+
+    Args:
+        module: `ElmoServingModule`. The biLM and mix to serve.
+        input_form: str. `"token_index"` (`token_char_ids` int32 `[U, C]`, the distinct
+            tokens, and `token_index` int32 `[B, T]`, -1 = padding) or `"char_ids"` (int32
+            `[B, T, C]`). Defaults to `"token_index"`.
+        stateful: bool. Adds the `state_h` / `state_c` inputs and the `final_state_h` /
+            `final_state_c` outputs. Defaults to `False`.
+
+    Returns:
+        A tuple `(function, input_signature, weights)`: a `tf.function`, its `TensorSpec`s
+        (the model inputs first, then one per weight), and a list of `(input name, variable)`
+        pairs in the order of the weight inputs.
+    """
+    if input_form not in ONNX_INPUT_FORMS:
+        raise ValueError(
+            f"`input_form` must be one of {ONNX_INPUT_FORMS}. Received: input_form={input_form!r}"
+        )
+    bilm = module.bilm
+    trainable = list(bilm.trainable_variables)
+    variables = trainable + list(bilm.non_trainable_variables)
+    c, L = module.max_characters_per_token, module.n_layers
+    P, U = module.projection_dim, module.lstm_units
+    if input_form == "token_index":
+        signature = [
+            tf.TensorSpec([None, c], tf.int32, name="token_char_ids"),
+            tf.TensorSpec([None, None], tf.int32, name="token_index"),
+        ]
+    else:
+        signature = [tf.TensorSpec([None, None, c], tf.int32, name="char_ids")]
+    if stateful:
+        signature += [
+            tf.TensorSpec([None, 2, L, P], tf.float32, name="state_h"),
+            tf.TensorSpec([None, 2, L, U], tf.float32, name="state_c"),
+        ]
+    input_names = [spec.name for spec in signature]
+    weight_names = _weight_input_names(variables)
+    signature += [
+        tf.TensorSpec(v.shape, v.dtype, name=name)
+        for v, name in zip(variables, weight_names, strict=True)
+    ]
+
+    def run(*args):
+        inputs = dict(zip(input_names, args[: len(input_names)], strict=True))
+        if input_form == "char_ids":  # every position its own row: no in-graph UniqueV2
+            inputs.update(_positions_as_tokens(inputs.pop("char_ids"), c))
+        values = list(args[len(input_names) :])
+        bilm_outputs, _ = bilm.stateless_call(
+            values[: len(trainable)], values[len(trainable) :], inputs, training=False
+        )
+        outputs = elmo_outputs(bilm_outputs, module.scalar_mix, module.n_layers)
+        if stateful:
+            outputs["final_state_h"] = bilm_outputs["state_h"]
+            outputs["final_state_c"] = bilm_outputs["state_c"]
+        return outputs
+
+    return tf.function(run), signature, list(zip(weight_names, variables, strict=True))

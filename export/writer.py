@@ -11,7 +11,7 @@ Layout of the output folder:
 ```
 OUTPUT/
   savedmodel/           SavedModel (saved_model.pb, variables/)     --format savedmodel|all
-  model.onnx            ONNX, char_ids in                            --format onnx|all
+  model.onnx            ONNX, token_char_ids + token_index in        --format onnx|all
   model_stateful.onnx   ONNX with state_h/state_c in and out         --onnx-state
   model.int8.onnx       int8 dynamically quantized model.onnx        --quantize
   options.json          the biLM's options

@@ -4,32 +4,57 @@ Inputs are prepared in NumPy (`elmo_keras.text.char_ids`, `elmo_keras.text.preto
 model runs in an `onnxruntime.InferenceSession`. Importing this module imports neither
 TensorFlow nor Keras, so it serves from a small environment (`pip install elmo-keras[runtime]`
 needs only onnxruntime, NumPy and h5py at run time).
+
+Two input forms (the model's `input_form` metadata; models without it take `char_ids`):
+
+- `token_index` (what `export_onnx` writes): `token_char_ids` int32 `[U, C]`, the distinct
+  tokens of the batch, and `token_index` int32 `[B, T]`, each position's row there (-1 =
+  padding). The client deduplicates the tokens on the host, exactly (on the token strings), so
+  the model's char CNN runs once per distinct token.
+- `char_ids`: one input `char_ids` int32 `[B, T, C]` (models exported before issue 10).
 """
 
 import json
 
 import numpy as np
 
-from elmo_keras.batching import as_sentences, length_batches
-from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, batch_to_char_ids
+from elmo_keras import batching
+from elmo_keras.batching import as_sentences
+from elmo_keras.text.char_ids import (
+    MAX_CHARACTERS_PER_TOKEN,
+    batch_to_char_ids,
+    distinct_token_ids,
+)
 from elmo_keras.validation import check_int
+
+# ONNX Runtime's run option that returns the arena's free memory to the system after a call.
+ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
 
 
 class OnnxEmbedder:
     """Computes ELMo layer activations with ONNX Runtime from a model written by `export_onnx`.
 
     Sentences are sorted by length, run in batches of up to `batch_size` similar lengths (little
-    padding), and returned in input order. Every sentence starts from the zero state, so an
-    embedding never depends on the other sentences of the call.
+    padding; at most `max_tokens` padded positions when set), and returned in input order.
+    Every sentence starts from the zero state, so an embedding never depends on the other
+    sentences of the call. Within a batch each distinct token is sent once (see the module
+    docstring); models of the older `char_ids` form keep working.
+
+    Without `session_options`, the session shrinks ONNX Runtime's CPU memory arena back after
+    every call (run option `memory.enable_memory_arena_shrinkage`), so the resident memory
+    follows the batch being run instead of growing with every new batch shape.
 
     Args:
         model_path: str or path-like. An `.onnx` file from `elmo_keras.export.export_onnx`
-            (float32 or int8-quantized; stateful or not).
+            (float32 or int8-quantized; stateful or not; either input form).
         batch_size: int. The most sentences per ONNX Runtime call. Defaults to `64`.
+        max_tokens: int or `None`. The most padded token positions (sentences x longest
+            sentence) per call; a longer sentence runs alone. Defaults to `None`, no limit.
         providers: list or `None`. ONNX Runtime execution providers, e.g.
             `["CUDAExecutionProvider", "CPUExecutionProvider"]`. Defaults to `None`, the CPU.
         session_options: `onnxruntime.SessionOptions` or `None`. E.g. to set
-            `intra_op_num_threads`. Defaults to `None`, ONNX Runtime's defaults.
+            `intra_op_num_threads`. Given, it is used as is (no arena shrinkage). Defaults to
+            `None`: ONNX Runtime's defaults plus the arena shrinkage above.
 
     Example:
 
@@ -40,24 +65,37 @@ class OnnxEmbedder:
     (3, 3, 1024)
     """
 
-    def __init__(self, model_path, batch_size=64, providers=None, session_options=None):
+    def __init__(
+        self, model_path, batch_size=64, max_tokens=None, providers=None, session_options=None
+    ):
         import onnxruntime  # noqa: PLC0415 (a heavy import, done once the client is built)
 
         self.batch_size = check_int("batch_size", batch_size)
+        self.max_tokens = check_int("max_tokens", max_tokens, allow_none=True)
         self.model_path = str(model_path)
         self._session = onnxruntime.InferenceSession(
             self.model_path,
             sess_options=session_options,
             providers=list(providers) if providers is not None else ["CPUExecutionProvider"],
         )
+        self._run_options = None
+        if session_options is None:
+            self._run_options = onnxruntime.RunOptions()
+            devices = "cpu:0" if "CPUExecutionProvider" in self._session.get_providers() else ""
+            if devices:
+                self._run_options.add_run_config_entry(ARENA_SHRINKAGE, devices)
         self._metadata = dict(self._session.get_modelmeta().custom_metadata_map)
         self._input_names = [value.name for value in self._session.get_inputs()]
         self._outputs = {value.name: value for value in self._session.get_outputs()}
-        if "char_ids" not in self._input_names:
+        if "token_char_ids" in self._input_names and "token_index" in self._input_names:
+            self._input_form = "token_index"
+        elif "char_ids" in self._input_names:
+            self._input_form = "char_ids"
+        else:
             raise ValueError(
-                "The ONNX model has no `char_ids` input; was it written by "
-                f"`elmo_keras.export.export_onnx`? Received inputs: {self._input_names} "
-                f"in model_path={self.model_path!r}"
+                "The ONNX model has neither a `char_ids` input nor `token_char_ids` and "
+                "`token_index`; was it written by `elmo_keras.export.export_onnx`? Received "
+                f"inputs: {self._input_names} in model_path={self.model_path!r}"
             )
         n_layers = self._metadata.get("n_layers")
         if n_layers is None:  # no metadata: count the layer outputs
@@ -110,6 +148,11 @@ class OnnxEmbedder:
         return "state_h" in self._input_names
 
     @property
+    def input_form(self):
+        """str. `"token_index"` (distinct tokens + an index) or `"char_ids"` (older models)."""
+        return self._input_form
+
+    @property
     def metadata(self):
         """dict. The model's `metadata_props` (str -> str)."""
         return dict(self._metadata)
@@ -121,7 +164,10 @@ class OnnxEmbedder:
         return json.loads(meta) if meta else sorted(self._outputs)
 
     def run(self, char_ids, state_h=None, state_c=None, output_names=None):
-        """Runs the model on one batch of character ids.
+        """Runs the model on one batch of character ids (either input form).
+
+        For a `token_index` model the distinct rows of `char_ids` are found with `np.unique`
+        (exact) and sent once each.
 
         Args:
             char_ids: int32 array `[B, T, max_characters_per_token]`, 0 = padding token.
@@ -140,9 +186,66 @@ class OnnxEmbedder:
                 f"`char_ids` must have shape [batch, tokens, {self._max_characters}]. "
                 f"Received: char_ids.shape={char_ids.shape}"
             )
-        feeds = {"char_ids": char_ids}
+        if self._input_form == "char_ids":
+            feeds = {"char_ids": char_ids}
+        else:
+            flat = char_ids.reshape(-1, self._max_characters)
+            real = flat[:, 0] != 0
+            distinct, inverse = np.unique(flat[real], axis=0, return_inverse=True)
+            token_index = np.full(flat.shape[0], -1, np.int32)
+            token_index[real] = inverse.reshape(-1)
+            feeds = self._token_feeds(distinct, token_index.reshape(char_ids.shape[:2]))
+        return self._run_feeds(feeds, char_ids.shape[0], state_h, state_c, output_names)
+
+    def run_tokens(
+        self, token_char_ids, token_index, state_h=None, state_c=None, output_names=None
+    ):
+        """Runs a `token_index` model on one batch given as distinct tokens and an index.
+
+        Args:
+            token_char_ids: int32 array `[U, max_characters_per_token]`: the distinct tokens.
+            token_index: int32 array `[B, T]`: each position's row of `token_char_ids`, -1 for
+                padding (real tokens first in each row).
+            state_h, state_c, output_names: as in `run`.
+
+        Returns:
+            What `run` returns.
+        """
+        if self._input_form != "token_index":
+            raise ValueError(
+                "`run_tokens` needs a model of the `token_index` input form; this one takes "
+                f"`char_ids` (use `run`). model_path={self.model_path!r}"
+            )
+        token_char_ids = np.asarray(token_char_ids, dtype=np.int32)
+        token_index = np.asarray(token_index, dtype=np.int32)
+        if token_char_ids.ndim != 2 or token_char_ids.shape[-1] != self._max_characters:
+            raise ValueError(
+                f"`token_char_ids` must have shape [distinct_tokens, {self._max_characters}]. "
+                f"Received: token_char_ids.shape={token_char_ids.shape}"
+            )
+        if token_index.ndim != 2:
+            raise ValueError(
+                "`token_index` must have shape [batch, tokens]. "
+                f"Received: token_index.shape={token_index.shape}"
+            )
+        if token_index.size and (
+            token_index.min() < -1 or token_index.max() >= len(token_char_ids)
+        ):
+            raise ValueError(
+                f"`token_index` values must be -1 (padding) or rows of `token_char_ids` "
+                f"(0..{len(token_char_ids) - 1}). Received: min={token_index.min()}, "
+                f"max={token_index.max()}"
+            )
+        feeds = self._token_feeds(token_char_ids, token_index)
+        return self._run_feeds(feeds, token_index.shape[0], state_h, state_c, output_names)
+
+    def _token_feeds(self, token_char_ids, token_index):
+        if not len(token_char_ids):  # padding only: one dummy row keeps every shape non-empty
+            token_char_ids = np.zeros((1, self._max_characters), np.int32)
+        return {"token_char_ids": token_char_ids, "token_index": token_index}
+
+    def _run_feeds(self, feeds, batch, state_h, state_c, output_names):
         if self.stateful:
-            batch = char_ids.shape[0]
             shape_h = (batch, 2, self._n_layers, self._projection_dim)
             shape_c = (batch, 2, self._n_layers, self._lstm_units)
             feeds["state_h"] = (
@@ -161,7 +264,67 @@ class OnnxEmbedder:
                 f"(`--onnx-state`) to pass `state_h` / `state_c`. model_path={self.model_path!r}"
             )
         names = list(output_names) if output_names is not None else list(self._outputs)
-        return dict(zip(names, self._session.run(names, feeds), strict=True))
+        return dict(zip(names, self._session.run(names, feeds, self._run_options), strict=True))
+
+    def _empty(self):
+        return np.zeros((self._n_layers + 1, 0, 2 * self._projection_dim), np.float32)
+
+    def embed_batch(self, sentences):
+        """Embeds a list of tokenized sentences in one ONNX Runtime call (none if all are empty).
+
+        Each distinct token of the batch is sent once (`token_index` models).
+
+        Args:
+            sentences: list of sentences, each a sequence of `str` tokens (the rules of
+                `elmo_keras.batching.as_sentences`).
+
+        Returns:
+            A list, in the given order, of float32 arrays `(n_layers + 1, n_tokens,
+            2 * projection_dim)`.
+        """
+        sentences = as_sentences(sentences)
+        longest = max((len(s) for s in sentences), default=0)
+        if longest == 0:
+            return [self._empty() for _ in sentences]
+        if self._input_form == "char_ids":
+            char_ids = batch_to_char_ids(sentences, max_characters_per_token=self._max_characters)
+            outputs = self.run(char_ids, output_names=self._layer_outputs)
+        else:
+            token_char_ids, token_index = distinct_token_ids(sentences, self._max_characters)
+            feeds = self._token_feeds(token_char_ids, token_index)
+            outputs = self._run_feeds(feeds, len(sentences), None, None, self._layer_outputs)
+        word_emb, P = outputs["word_emb"], self._projection_dim
+        results = []
+        for row, sentence in enumerate(sentences):
+            n = len(sentence)
+            layers = np.empty((self._n_layers + 1, n, 2 * P), np.float32)
+            layers[0, :, :P] = word_emb[row, :n]
+            layers[0, :, P:] = word_emb[row, :n]
+            for k in range(1, self._n_layers + 1):
+                layers[k] = outputs[f"lstm_outputs{k}"][row, :n]
+            results.append(layers)
+        return results
+
+    def iter_embed(self, sentences, progress=None):
+        """Streams the embeddings of any number of sentences, batch by batch.
+
+        Args:
+            sentences: an iterable (list, generator, a file's lines split...) of sentences,
+                each a sequence of `str` tokens; read lazily, a chunk at a time.
+            progress: optional callable, given the number of sentences done after each batch.
+
+        Yields:
+            `(index, layers)` pairs, `index` the sentence's 0-based position in the input,
+            `layers` as in `embed`; in batch order, not input order.
+        """
+        return batching.iter_embeddings(
+            self.embed_batch,
+            sentences,
+            self.batch_size,
+            self.max_tokens,
+            empty=self._empty,
+            progress=progress,
+        )
 
     def embed(self, sentences, progress=None):
         """Computes the layer activations of each tokenized sentence.
@@ -180,31 +343,10 @@ class OnnxEmbedder:
             repeated twice, layer k the concatenated forward and backward outputs of biLSTM
             layer k. An empty sentence gives shape `(n_layers + 1, 0, 2 * projection_dim)`.
         """
-        sentences = as_sentences(sentences)
-        depth, width = self._n_layers + 1, 2 * self._projection_dim
-        results = [None] * len(sentences)
-        done = 0
-        for rows in length_batches(sentences, self.batch_size):
-            if not sentences[rows[0]]:  # the group of empty sentences needs no model call
-                for index in rows:
-                    results[index] = np.zeros((depth, 0, width), np.float32)
-            else:
-                batch = [sentences[i] for i in rows]
-                char_ids = batch_to_char_ids(batch, max_characters_per_token=self._max_characters)
-                outputs = self.run(char_ids, output_names=self._layer_outputs)
-                word_emb = outputs["word_emb"]
-                for row, index in enumerate(rows):
-                    n = len(sentences[index])
-                    layers = np.empty((depth, n, width), np.float32)
-                    layers[0, :, : self._projection_dim] = word_emb[row, :n]
-                    layers[0, :, self._projection_dim :] = word_emb[row, :n]
-                    for k in range(1, depth):
-                        layers[k] = outputs[f"lstm_outputs{k}"][row, :n]
-                    results[index] = layers
-            done += len(rows)
-            if progress is not None:
-                progress(done)
-        return results
+        results = {}
+        for index, layers in self.iter_embed(sentences, progress=progress):
+            results[index] = layers
+        return [results[index] for index in range(len(results))]
 
     def embed_text(self, texts, mode="punctuation"):
         """Tokenizes untokenized sentences in Python and embeds them.
@@ -227,5 +369,6 @@ class OnnxEmbedder:
     def __repr__(self):
         return (
             f"OnnxEmbedder(model_path={self.model_path!r}, batch_size={self.batch_size}, "
+            f"max_tokens={self.max_tokens}, input_form={self._input_form!r}, "
             f"n_layers={self._n_layers}, projection_dim={self._projection_dim})"
         )

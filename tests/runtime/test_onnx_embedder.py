@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from elmo_keras.runtime import OnnxEmbedder
+from elmo_keras.runtime.onnx_embedder import ARENA_SHRINKAGE
 from elmo_keras.text.char_ids import batch_to_char_ids
 from elmo_keras.text.pretokenize import tokenize_python
 
@@ -21,6 +22,7 @@ SENTENCES = [
     ["Déjà", "vu", ",", "naïve", "café", "!"],
     ["x" * 60, "tail"],
     ["Hi"],
+    ["the", "cat", "and", "the", "dog", "and", "the", "cat"],  # repeated tokens
 ]
 
 
@@ -114,3 +116,99 @@ def test_runtime_never_imports_tensorflow_or_keras(onnx_model, tmp_path):
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["heavy"] == []
     assert report["shapes"] == [[3, 2, 32], [3, 1, 32], [3, 0, 32]]
+
+
+@pytest.fixture(scope="module")
+def char_ids_model(keras_bilm, tmp_path_factory):
+    """The same biLM exported in the older `char_ids` input form (models written before)."""
+    from elmo_keras.export import export_onnx
+
+    path = tmp_path_factory.mktemp("char_ids_form") / "allennlp_char_ids.onnx"
+    export_onnx(keras_bilm, path, input_form="char_ids")
+    return path
+
+
+def test_old_char_ids_model_still_works(keras_bilm, char_ids_model):
+    embedder = OnnxEmbedder(char_ids_model, batch_size=3)
+    assert embedder.input_form == "char_ids" and embedder.metadata["input_form"] == "char_ids"
+    assert [value.name for value in embedder._session.get_inputs()] == ["char_ids"]
+    for sentence, layers in zip(SENTENCES, embedder.embed(SENTENCES), strict=True):
+        assert layers.shape == (3, len(sentence), 32)
+        if sentence:
+            np.testing.assert_allclose(layers, _keras_layers(keras_bilm, sentence), atol=1e-5)
+    with pytest.raises(ValueError, match="`run_tokens` needs a model of the `token_index`"):
+        embedder.run_tokens(np.zeros((1, 50), np.int32), np.zeros((1, 1), np.int32))
+
+
+class _CountingSession:
+    """Wraps an `InferenceSession`, recording the feeds of each `run`."""
+
+    def __init__(self, session):
+        self._session, self.feeds = session, []
+
+    def run(self, names, feeds, run_options=None):
+        self.feeds.append(feeds)
+        return self._session.run(names, feeds, run_options)
+
+
+def test_embed_batch_is_one_call_with_each_distinct_token_once(keras_bilm, onnx_model):
+    embedder = OnnxEmbedder(onnx_model)
+    assert embedder.input_form == "token_index"
+    embedder._session = _CountingSession(embedder._session)
+    batch = [SENTENCES[7], ["Hi"], [], ["cat", "cat", "Hi"]]
+    results = embedder.embed_batch(batch)
+    (feeds,) = embedder._session.feeds
+    distinct = {token for sentence in batch for token in sentence}
+    assert feeds["token_char_ids"].shape == (len(distinct), 50)
+    assert feeds["token_index"].shape == (4, 8) and (feeds["token_index"][2] == -1).all()
+    for sentence, layers in zip(batch, results, strict=True):
+        assert layers.shape == (3, len(sentence), 32)
+        if sentence:
+            np.testing.assert_allclose(layers, _keras_layers(keras_bilm, sentence), atol=1e-5)
+    assert [x.shape for x in embedder.embed_batch([[], []])] == [(3, 0, 32)] * 2
+    assert len(embedder._session.feeds) == 1  # no call for empty sentences only
+
+
+def test_run_deduplicates_char_ids_on_the_host(keras_bilm, onnx_model, char_ids_model):
+    char_ids = batch_to_char_ids([SENTENCES[7], ["Hi"], [], ["the", "cat"]])
+    expected = np.asarray(keras_bilm(char_ids, training=False)["activations"])
+    for path in (onnx_model, char_ids_model):
+        outputs = OnnxEmbedder(path).run(char_ids)
+        np.testing.assert_array_equal(outputs["sequence_len"], [8, 1, 0, 2])
+        for k in (1, 2):
+            np.testing.assert_allclose(outputs[f"lstm_outputs{k}"], expected[:, k], atol=1e-5)
+    padding_only = OnnxEmbedder(onnx_model).run(np.zeros((2, 3, 50), np.int32))
+    np.testing.assert_array_equal(padding_only["sequence_len"], [0, 0])
+
+
+def test_run_tokens_errors(onnx_model):
+    embedder = OnnxEmbedder(onnx_model)
+    ids = batch_to_char_ids([["a", "b"]])[0]
+    with pytest.raises(ValueError, match=r"`token_char_ids` must have shape \[distinct_tokens"):
+        embedder.run_tokens(ids[:, :7], np.zeros((1, 2), np.int32))
+    with pytest.raises(ValueError, match=r"`token_index` must have shape \[batch, tokens\]"):
+        embedder.run_tokens(ids, np.zeros(2, np.int32))
+    with pytest.raises(ValueError, match="`token_index` values must be -1"):
+        embedder.run_tokens(ids, np.array([[0, 2]], np.int32))
+    outputs = embedder.run_tokens(ids, np.array([[1, 0], [1, -1]], np.int32))
+    np.testing.assert_array_equal(outputs["sequence_len"], [2, 1])
+
+
+def test_iter_embed_streams_with_max_tokens(onnx_model):
+    embedder = OnnxEmbedder(onnx_model, batch_size=4, max_tokens=10)
+    plain = OnnxEmbedder(onnx_model).embed(SENTENCES)
+    pairs = list(embedder.iter_embed(iter(SENTENCES)))
+    assert sorted(index for index, _ in pairs) == list(range(len(SENTENCES)))
+    for index, layers in pairs:
+        np.testing.assert_allclose(layers, plain[index], atol=1e-5)
+    with pytest.raises(ValueError, match="`max_tokens` must be an integer >= 1"):
+        OnnxEmbedder(onnx_model, max_tokens=0)
+
+
+def test_memory_arena_shrinks_after_each_call_by_default(onnx_model):
+    import onnxruntime
+
+    default = OnnxEmbedder(onnx_model)
+    assert default._run_options.get_run_config_entry(ARENA_SHRINKAGE) == "cpu:0"
+    own = OnnxEmbedder(onnx_model, session_options=onnxruntime.SessionOptions())
+    assert own._run_options is None
