@@ -143,6 +143,8 @@ def timed(fn, *args, **kwargs):
 
 def rotated(items, round_index):
     """`items` starting at `round_index % len(items)`: interleaved rounds change the order."""
+    if not items:
+        return ()
     k = round_index % len(items)
     return tuple(items[k:]) + tuple(items[:k])
 
@@ -180,8 +182,9 @@ def write_json(path, data, log=print):
 
 SENTENCE_LENGTH = 20
 NATURAL_BATCH = 32
-NATURAL_LENGTHS = (5, 60)
+NATURAL_LENGTHS = (11, 75)  # the range of the AllenNLP reference batch (PERFORMANCE.md)
 WIKITEXT_TEST = WIKITEXT_DIR / "test.raw.txt"
+WIKITEXT_VALID = WIKITEXT_DIR / "valid.raw.txt"
 
 # The fallback vocabulary: common words first, so a Zipf draw repeats them as real text does.
 _WORDS = (
@@ -222,12 +225,13 @@ class Workload:
         return int(np.prod(self.char_ids.shape[:2]))
 
 
-def _wikitext_sentences():
-    """The WikiText-2 test tokens, sentence by sentence (split after . ? !), or None."""
-    if not WIKITEXT_TEST.is_file():
+def _wikitext_sentences(paths=(WIKITEXT_TEST,)):
+    """The WikiText-2 tokens of `paths`, sentence by sentence (split after . ? !), or None."""
+    if not all(path.is_file() for path in paths):
         return None
     sentences = []
-    for line in WIKITEXT_TEST.read_text(encoding="utf-8").splitlines():
+    lines = [x for path in paths for x in path.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
         line = line.strip()
         if not line or line.startswith("="):
             continue
@@ -267,9 +271,76 @@ def _natural_lengths(stream, rng):
     return fitting[start : start + NATURAL_BATCH]
 
 
+def natural_sentences(n, seed=0, lengths=NATURAL_LENGTHS):
+    """`n` consecutive WikiText-2 test sentences of `lengths` tokens (else a seeded Zipf draw
+    with the same range) and the text source."""
+    stream, rng = _wikitext_sentences(), np.random.default_rng([seed, n, 1])
+    if stream is None:
+        drawn = np.clip(rng.gamma(3.0, 8.0, n).astype(int), *lengths)
+        return _zipf_sentences(rng, drawn), "synthetic Zipf draw (fallback)"
+    fitting = [s for s in stream if lengths[0] <= len(s) <= lengths[1]]
+    start = int(rng.integers(0, len(fitting) - n))
+    return fitting[start : start + n], f"WikiText-2 test ({WIKITEXT_TEST})"
+
+
+def text_lines(n, seed=0):
+    """The first `n` sentences of WikiText-2 test, then validation, one per line, as they come
+    (1-131 tokens, a text file to `embed`); else a seeded Zipf draw. `(lines, source)`."""
+    stream = _wikitext_sentences((WIKITEXT_TEST, WIKITEXT_VALID))
+    if stream is not None and len(stream) >= n:
+        return stream[:n], f"WikiText-2 test + validation sentences ({WIKITEXT_DIR})"
+    rng = np.random.default_rng([seed, n, 2])
+    lengths = np.clip(rng.gamma(2.0, 12.0, n).astype(int), 1, 131)
+    return _zipf_sentences(rng, lengths), "synthetic Zipf draw (fallback)"
+
+
+def cut_into_lines(sentences, length=SENTENCE_LENGTH):
+    """The same tokens in order, cut into lines of `length` tokens (the last one shorter)."""
+    flat = [t for s in sentences for t in s]
+    return [flat[i : i + length] for i in range(0, len(flat), length)]
+
+
+# --------------------------------------------------------------------------------------------
+# The compute ceiling: FLOP of the biLM per position, and the in-process matmul speed
+# --------------------------------------------------------------------------------------------
+
+
+def bilm_flop_per_position(options):
+    """Multiply-add FLOP (2 per MAC) of one position of the biLM described by bilm-tf
+    `options`: char convolutions, highway, projection, and each LSTM layer-direction (input
+    and recurrent products, projection). 204 MFLOP for the published model (PERFORMANCE.md)."""
+    cnn, lstm = options["char_cnn"], options["lstm"]
+    chars, emb = cnn["max_characters_per_token"], cnn["embedding"]["dim"]
+    n_filters = sum(n for _, n in cnn["filters"])
+    conv = sum(2 * (chars - w + 1) * w * emb * n for w, n in cnn["filters"])
+    highway = cnn["n_highway"] * 2 * n_filters * 2 * n_filters
+    dim, proj = lstm["dim"], lstm["projection_dim"]
+    projection = 2 * n_filters * proj if n_filters != proj else 0
+    per_layer = 2 * proj * 4 * dim * 2 + 2 * dim * proj
+    return conv + highway + projection + 2 * lstm["n_layers"] * per_layer
+
+
+def flop_per_token(options, sentence_length=SENTENCE_LENGTH):
+    """FLOP per real token for sentences of `sentence_length` tokens (<S> and </S> included):
+    224.7 MFLOP for the published model and 20-token sentences."""
+    return bilm_flop_per_position(options) * (sentence_length + 2) / sentence_length
+
+
+def matmul_seconds(size=4096):
+    """Wall time of one float32 `tf.matmul` of two `size` x `size` matrices (made before the
+    clock starts), forced to host memory."""
+    import tensorflow as tf
+
+    a = tf.random.stateless_normal([size, size], seed=[1, 2])
+    b = tf.random.stateless_normal([size, size], seed=[3, 4])
+    start = time.perf_counter()
+    tf.matmul(a, b).numpy()
+    return time.perf_counter() - start
+
+
 def make_workloads(batches=(1, 32, 64), natural=True, seed=0, max_characters_per_token=50):
     """Batches `b{B}x20` of B 20-token sentences and a `natural32` batch of 32 sentences of
-    5-60 tokens; returns `(workloads, text source)`. Each workload has its own seed."""
+    11-75 tokens; returns `(workloads, text source)`. Each workload has its own seed."""
     from elmo_keras.text.char_ids import batch_to_char_ids
 
     stream = _wikitext_sentences()
@@ -293,3 +364,14 @@ def make_workloads(batches=(1, 32, 64), natural=True, seed=0, max_characters_per
         for name, label, sentences in named
     ]
     return workloads, source
+
+
+def cosines(a, b):
+    """Cosine similarity of two lists of `(layers, tokens, features)` arrays, per token and
+    layer, flattened (float64)."""
+    out = []
+    for x, y in zip(a, b, strict=True):
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        den = np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1)
+        out.append((np.sum(x * y, axis=-1) / np.maximum(den, 1e-30)).reshape(-1))
+    return np.concatenate(out)

@@ -1,47 +1,39 @@
 #!/usr/bin/env python
-"""Inference speed and peak memory of the biLM: eager, `tf.function`, XLA and exported models.
+"""Inference speed and peak memory of the biLM, end to end from token lists, as ratios.
 
 Run from the repository root:
 
-    python benchmarks/inference.py                          # full published configuration
-    python benchmarks/inference.py --config tiny --repeats 1 # smoke run (seconds)
-    python benchmarks/inference.py --modes function,xla --batches 32 --json results.json
-    python benchmarks/inference.py --modes function,savedmodel,onnx,onnx_int8 --workdir W
+    python benchmarks/inference.py                            # full configuration, issue 10
+    python benchmarks/inference.py --config tiny --repeats 1  # smoke run (~1 min + export)
+    python benchmarks/inference.py --modes keras,onnx --workdir W --json results.json
 
 What it does:
 1. Builds a `BiLM` with random weights (the full published configuration, REFERENCE.md section
-   2, or a tiny one), writes it in the published layout (`options.json` + hdf5, through
-   `elmo_keras.weights`) into a temporary folder and loads it back with `load_bilm`, so the
-   benchmark runs the real loading path.
-2. Makes the workloads (`common.make_workloads`): batches of 1, 32 and 64 sentences of exactly
-   20 tokens, and one "natural" batch of 32 sentences of 5-60 tokens. Tokens are real text
-   (WikiText-2 test from `../shared/data` when present, else a seeded Zipf draw over a fixed
-   word list), converted to character ids before timing (conversion is not timed).
-3. Timing, in this process: every (mode, workload) is called `--warmup` times first (tracing,
-   XLA compilation, oneDNN primitive creation: excluded), then `--repeats` rounds in which
-   each workload runs once in every mode, the mode order rotating each round (interleaved, so
-   the noise of a shared machine hits every mode alike). Reported: the median.
-   tokens/s counts real input tokens (no `<S>`/`</S>`, no padding); a call is timed until its
-   `activations` are a NumPy array.
-4. Peak memory (`--memory subprocess`, the default for the full config): one fresh process
-   per mode (started after the timing, so it does not disturb it) loads the same files with
-   `load_bilm`; then, for each workload, it resets the kernel's resident-set high-water mark
-   (`echo 5 > /proc/self/clear_refs`), makes one warm-up call (tracing / XLA compilation
-   included) and one timed call, and reads `VmHWM` from `/proc/self/status`. That is the peak
-   resident set of the whole process during that workload: weights, TF runtime, allocator
-   caches, compiled code included, and no memory of another mode or workload. (Not
-   `ru_maxrss`: Linux carries it over from the forking parent across `exec`, so a child of a
-   large process reports at least the parent's size.) The peak while loading (before any
-   call; it can exceed a workload's peak, as loading holds the file's arrays and the random
-   initial weights at once) is reported too. Where `clear_refs` cannot be written, the
-   high-water mark is cumulative and the workloads run in increasing size, so it is still an
-   upper bound.
-   The tiny config defaults to `--memory none` to stay a seconds-long smoke run.
-
-The modes (eager, function, xla, savedmodel, onnx, onnx_int8) are listed in
-`benchmarks/inference_modes.py`. `run_benchmark(Settings(...))` is the programmatic entry
-point; it returns the result dict that `--json` writes. The table ends with the machine line
-(CPU, its SIMD flags, TensorFlow, threads, oneDNN).
+   2, or a tiny one), writes it in the published layout (`options.json` + hdf5) and loads it
+   back with `load_bilm`; the exported modes export it once into `WORKDIR/export/`.
+2. The workloads (token lists; WikiText-2 from `../shared/data` when present, else a seeded
+   Zipf draw): one call each on 1, 32 and 64 sentences of 20 tokens and on 32 natural
+   sentences (11-75 tokens) in one padded batch; 256 natural sentences sorted into batches of
+   32; and `embed` of a 10,000-line text (`--embed-lines`, 1,000 for a tiny config; sentences
+   as they come) and of the same tokens cut into 20-token lines, streamed through `iter_embed`
+   as `elmo-keras embed` does (batches of 64, at most 4,096 tokens; no file is written).
+3. Every mode goes through its embedder (`embed_batch` / `iter_embed`, see
+   `inference_modes.py`), so character ids, host-side deduplication and batching are timed.
+   The one-call workloads: `--warmup` calls, then `--repeats` interleaved rounds (each workload
+   once in every mode, the mode order rotating), medians. Each round also times a 4096^2
+   float32 `tf.matmul`: its median GFLOP/s divided by the model's FLOP per real token of
+   20-token sentences (from the configuration: 224.7 MFLOP for the full model) is the
+   ceiling in tokens/s, measured in the same run.
+4. Peak memory (`--memory subprocess`, the default for the full configuration): one fresh
+   process per mode builds only that mode (an ONNX mode never imports TensorFlow), then per
+   workload resets the resident-set high-water mark (`clear_refs`), runs it (one-call
+   workloads twice: warm-up and a timed call; the `embed` ones once) and reads `VmHWM`. The
+   `embed` workloads are long, so they are timed there, in that fresh process, instead of in
+   the interleaved rounds; with `--memory none` they are timed in rounds here
+   (`--embed-repeats`).
+5. Quality: the cosine of each mode's vectors to the plain float32 Keras call's (per real
+   token and layer) on the one-call workloads: bf16 and int8 show their loss there.
+The table: `inference_report.py`.
 """
 
 import argparse
@@ -51,7 +43,6 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import common
@@ -60,7 +51,7 @@ import inference_report as report
 
 common.prefer_onednn()
 
-DEFAULT_MODES = ("eager", "function", "xla")
+DEFAULT_MODES = ("keras", "savedmodel", "onnx", "onnx_int8", "keras_bf16")
 
 
 @dataclasses.dataclass
@@ -70,11 +61,11 @@ class Settings:
     `None` for a temporary folder deleted at the end."""
 
     modes: tuple = DEFAULT_MODES
-    batches: tuple = (1, 32, 64)
     config: str = "full"
     repeats: int = 5
     warmup: int = 1
-    natural: bool = True
+    embed_repeats: int = 1
+    embed_lines: int = 10000
     memory: str = "subprocess"
     memory_jobs: int = 1
     workdir: str | None = None
@@ -93,84 +84,122 @@ class Settings:
                 f"`memory` must be 'subprocess' or 'none'. Received: memory={self.memory!r}"
             )
         unknown = [m for m in self.modes if m not in modes_lib.MODES]
-        if unknown:
+        if unknown or not self.modes:
             raise ValueError(
                 f"`modes` must be among {sorted(modes_lib.MODES)}. "
                 f"Received: modes={','.join(self.modes)}"
             )
-
-
-def parse_batches(text):
-    """`"1,32"` or a sequence -> `(1, 32)`."""
-    if isinstance(text, list | tuple):
-        return tuple(int(b) for b in text)
-    return tuple(int(b) for b in str(text).split(",") if b.strip())
+        if min(self.repeats, self.embed_repeats, self.embed_lines + 1) < 1:
+            raise ValueError(
+                "`repeats` and `embed_repeats` must be >= 1, `embed_lines` >= 0. Received: "
+                f"{self.repeats}, {self.embed_repeats}, {self.embed_lines}"
+            )
 
 
 # --------------------------------------------------------------------------------------------
-# Timing, in this process
+# Timing and quality, in this process
 # --------------------------------------------------------------------------------------------
 
 
-def _time_modes(fns, workloads, settings, log):
-    """Warm-up calls, then interleaved rounds; `(samples, warm-up seconds)` per (mode, name)."""
-    warm_s = {}
-    for w in workloads:
-        for m, fn in fns.items():
-            start = time.perf_counter()
-            for _ in range(settings.warmup):
-                modes_lib.run_once(fn, w.char_ids)
-            warm_s[(m, w.name)] = time.perf_counter() - start
-    log(
-        f"warm-up done ({settings.warmup} call(s) per mode and workload, "
-        f"{sum(warm_s.values()):.1f} s); timing {settings.repeats} interleaved rounds"
+def _reference(bilm, workload):
+    """The plain float32 Keras call on one batch, per sentence (the quality reference)."""
+    from elmo_keras.text.char_ids import batch_to_char_ids
+
+    ids = batch_to_char_ids(
+        workload.sentences, max_characters_per_token=bilm.max_characters_per_token
     )
-    times = {(m, w.name): [] for m in fns for w in workloads}
+    layers = bilm(ids, training=False)["activations"].numpy()
+    return [layers[i, :, : len(s)] for i, s in enumerate(workload.sentences)]
+
+
+def _failure(error):
+    """One line: the exception type and the last line of its message (TF puts the cause last)."""
+    lines = [x.strip() for x in str(error).splitlines() if x.strip()] or [""]
+    return f"{type(error).__name__}: {lines[-1][:300]}"
+
+
+def _build_modes(modes, ctx, log):
+    """Each mode's embedder; a mode that fails is left out with its error, the run goes on."""
+    embedders, failed = {}, {}
+    for m in modes:
+        try:
+            embedders[m] = modes_lib.MODES[m].factory(ctx)
+        except Exception as error:  # noqa: BLE001 (reported under the table)
+            failed[m] = _failure(error)
+            log(f"mode {m} left out: {failed[m]}")
+    return embedders, failed
+
+
+def _time_short(embedders, workloads, settings, ctx, failed, log):
+    """Warm-up calls (and the cosines to float32), then interleaved rounds with the matmul."""
+    cosine = {}
+    for w in workloads:
+        reference = _reference(ctx.bilm, w) if w.batch_size is None else None
+        for m in list(embedders):
+            try:
+                outputs = [w.run(embedders[m]) for _ in range(settings.warmup)]
+            except Exception as error:  # noqa: BLE001 (reported under the table)
+                failed[m] = _failure(error)
+                log(f"mode {m} left out: {failed[m]}")
+                del embedders[m]
+                continue
+            if reference is not None:
+                cos = common.cosines(outputs[0], reference)
+                cosine[(m, w.name)] = (float(cos.mean()), float(cos.min()))
+    times = {(m, w.name): [] for m in embedders for w in workloads}
+    common.matmul_seconds()  # its warm-up
+    matmul = []
+    log(f"warm-up done; timing {settings.repeats} interleaved round(s)")
     for r in range(settings.repeats):
         for w in workloads:
-            for m in common.rotated(tuple(fns), r):
-                _, seconds = common.timed(modes_lib.run_once, fns[m], w.char_ids)
-                times[(m, w.name)].append(seconds)
+            for m in common.rotated(tuple(embedders), r):
+                times[(m, w.name)].append(common.timed(w.run, embedders[m])[1])
+        matmul.append(common.matmul_seconds())
         log(f"  round {r + 1}/{settings.repeats} done")
-    return times, warm_s
+    while len(matmul) < 3:
+        matmul.append(common.matmul_seconds())
+    return times, cosine, matmul
+
+
+def _time_long(embedders, workloads, settings, log):
+    times = {(m, w.name): [] for m in embedders for w in workloads}
+    for r in range(settings.embed_repeats):
+        for w in workloads:
+            for m in common.rotated(tuple(embedders), r):
+                times[(m, w.name)].append(common.timed(w.run, embedders[m])[1])
+                log(f"  {w.name} {m}: {times[(m, w.name)][-1]:.1f} s")
+    return times
 
 
 # --------------------------------------------------------------------------------------------
-# Memory: one fresh process per mode
+# Memory (and the long workloads' time): one fresh process per mode
 # --------------------------------------------------------------------------------------------
 
 
 def _memory_worker(args):
-    """Runs in a fresh process: load, then per workload (ascending) a warm and a timed call."""
-    modes_lib.set_threads(args.intra_op, args.inter_op)
-    bilm = modes_lib.load(args.options, args.weights)
-    after_load = common.peak_rss_mb()
+    """Runs in a fresh process: build one mode, then each workload (short ones first)."""
+    if args.mode not in ("onnx", "onnx_int8"):
+        modes_lib.set_threads(args.intra_op, args.inter_op)
     paths = [pathlib.Path(p) for p in (args.options, args.weights, args.workdir)]
-    fn = modes_lib.MODES[args.mode].factory(modes_lib.Context(bilm, *paths, args.config))
-    workloads, _ = common.make_workloads(
-        parse_batches(args.batches), not args.no_natural, args.seed
-    )
-    result = {
-        "mode": args.mode,
-        "rss_after_load_mb": after_load,
-        "peak_rss_mb": {},
-        "single_call_s": {},
-        "peak_reset": True,
-    }
-    for w in sorted(workloads, key=lambda w: w.positions):
+    ctx = modes_lib.Context(*paths, args.config, reuse_export=True)
+    embedder = modes_lib.MODES[args.mode].factory(ctx)
+    result = {"mode": args.mode, "rss_after_load_mb": common.peak_rss_mb(), "peak_reset": True}
+    result.update(peak_rss_mb={}, seconds={})
+    workloads, _ = modes_lib.make_workloads(args.seed, args.embed_lines)
+    for w in workloads:  # smallest first: without clear_refs the peak is cumulative
         result["peak_reset"] &= common.reset_peak_rss()
-        modes_lib.run_once(fn, w.char_ids)
-        _, result["single_call_s"][w.name] = common.timed(modes_lib.run_once, fn, w.char_ids)
+        if not w.long:
+            w.run(embedder)
+        result["seconds"][w.name] = common.timed(w.run, embedder)[1]
         result["peak_rss_mb"][w.name] = common.peak_rss_mb()
     print("MEMORY_RESULT " + json.dumps(result), flush=True)
 
 
-def _run_memory_worker(mode, files, settings):
+def _run_memory_worker(mode, ctx, settings):
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--_memory-worker"]
     command += ["--mode", mode, "--config", settings.config, "--seed", str(settings.seed)]
-    command += ["--options", str(files[0]), "--weights", str(files[1]), "--workdir", str(files[2])]
-    command += ["--batches", ",".join(map(str, settings.batches))]
-    command += [] if settings.natural else ["--no-natural"]
+    command += ["--options", str(ctx.options_path), "--weights", str(ctx.weights_path)]
+    command += ["--workdir", str(ctx.workdir), "--embed-lines", str(settings.embed_lines)]
     for flag, value in (("--intra-op", settings.intra_op), ("--inter-op", settings.inter_op)):
         command += [] if value is None else [flag, str(value)]
     proc = subprocess.run(command, capture_output=True, text=True)
@@ -181,15 +210,14 @@ def _run_memory_worker(mode, files, settings):
     return {"mode": mode, "error": f"worker exited {proc.returncode}: {tail}"}
 
 
-def _measure_memory(files, settings, log):
+def _measure_memory(ctx, settings, log):
     jobs = max(1, min(settings.memory_jobs, len(settings.modes)))
     log(f"memory: a fresh process per mode ({jobs} at a time)")
     results = {}
     with ThreadPoolExecutor(jobs) as pool:
-        for result in pool.map(lambda m: _run_memory_worker(m, files, settings), settings.modes):
+        for result in pool.map(lambda m: _run_memory_worker(m, ctx, settings), settings.modes):
             results[result["mode"]] = result
-            if "error" in result:
-                log(f"  memory worker for {result['mode']} failed: {result['error']}")
+            log(f"  {result['mode']}: {result.get('error') or 'done'}")
     return results
 
 
@@ -198,68 +226,73 @@ def _measure_memory(files, settings, log):
 # --------------------------------------------------------------------------------------------
 
 
-def _load_model(settings, workdir, log):
+def _setup(settings, workdir, log):
     (options_path, weights_path), written = common.timed(
         modes_lib.write_random_model, settings.config, workdir, settings.seed
     )
-    bilm, loaded = common.timed(modes_lib.load, options_path, weights_path)
+    ctx = modes_lib.Context(options_path, weights_path, workdir, settings.config)
+    loaded = common.timed(lambda: ctx.bilm)[1]
     log(
-        f"config {settings.config}: {int(bilm.count_params()):,} parameters; random weights "
-        f"written to {workdir} in {written:.1f} s ({weights_path.stat().st_size / 2**20:.0f} "
-        f"MiB), loaded back with load_bilm in {loaded:.1f} s"
+        f"config {settings.config}: {int(ctx.bilm.count_params()):,} parameters; random weights "
+        f"written in {written:.1f} s, loaded back with load_bilm in {loaded:.1f} s"
     )
-    return modes_lib.Context(bilm, options_path, weights_path, workdir, settings.config)
+    return ctx
 
 
 def run_benchmark(settings, log=print):
-    """Times `settings.modes` on the workloads, interleaved; returns a dict (environment, rows)."""
+    """Times `settings.modes` on the workloads; returns a dict (environment, rows, ratios)."""
     settings.validate()
-    settings.batches = parse_batches(settings.batches)
     modes_lib.set_threads(settings.intra_op, settings.inter_op)
     env = common.environment()
     log(common.machine_line(env))
+    bf16_ok, bf16_why = modes_lib.bf16_available()
+    modes = tuple(m for m in settings.modes if m != "keras_bf16" or bf16_ok)
+    if modes != settings.modes:
+        log(f"keras_bf16 skipped: {bf16_why}")
+    settings = dataclasses.replace(settings, modes=modes)
     temp = None if settings.workdir else tempfile.TemporaryDirectory(prefix="elmo-bench-")
     workdir = pathlib.Path(settings.workdir or temp.name)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        ctx = _load_model(settings, workdir, log)
-        workloads, source = common.make_workloads(settings.batches, settings.natural, settings.seed)
-        log(
-            f"text: {source}; "
-            + ", ".join(
-                f"{w.name}: {w.tokens} tokens, {len({t for s in w.sentences for t in s})} distinct"
-                for w in workloads
-            )
-        )
-        fns = {m: modes_lib.MODES[m].factory(ctx) for m in settings.modes}
-        times, warm_s = _time_modes(fns, workloads, settings, log)
-        timing_process_peak = common.peak_rss_mb()
-        memory_results = {}
+        ctx = _setup(settings, workdir, log)
+        workloads, source = modes_lib.make_workloads(settings.seed, settings.embed_lines)
+        log(f"text: {source}; " + ", ".join(f"{w.name}: {w.tokens} tokens" for w in workloads))
+        embedders, failed = _build_modes(modes, ctx, log)
+        short = [w for w in workloads if not w.long]
+        long = [w for w in workloads if w.long]
+        times, cosine, matmul = _time_short(embedders, short, settings, ctx, failed, log)
+        modes = tuple(m for m in modes if m in embedders)
+        settings = dataclasses.replace(settings, modes=modes)
+        memory = {}
         if settings.memory == "subprocess":
-            files = (ctx.options_path, ctx.weights_path, workdir)
-            memory_results = _measure_memory(files, settings, log)
+            del embedders  # the workers need the memory more
+            memory = _measure_memory(ctx, settings, log)
+            for m, result in memory.items():
+                for w in long:
+                    times[(m, w.name)] = [result["seconds"][w.name]] if "seconds" in result else []
+        else:
+            times.update(_time_long(embedders, long, settings, log))
+        timing_peak = common.peak_rss_mb()
+        parameters = int(ctx.bilm.count_params())
     finally:
         if temp is not None:
             temp.cleanup()
-    full = settings.config == "full"
-    rows = [
-        report.row(m, w, times[(m, w.name)], warm_s[(m, w.name)], memory_results.get(m, {}), full)
-        for w in workloads
-        for m in settings.modes
-    ]
     return {
         "environment": env,
         "config": settings.config,
         "options": modes_lib.CONFIGS[settings.config],
-        "parameters": int(ctx.bilm.count_params()),
+        "parameters": parameters,
         "text_source": source,
         "repeats": settings.repeats,
         "warmup": settings.warmup,
-        "memory_method": report.memory_method(settings.memory, memory_results),
-        "timing_process_peak_rss_mb": timing_process_peak,
-        "memory_workers": memory_results,
-        "modes": {m: modes_lib.MODES[m].description for m in settings.modes},
-        "rows": rows,
+        "embed_repeats": settings.embed_repeats,
+        "bf16": {"available": bf16_ok, "why": bf16_why},
+        "memory_method": report.memory_method(settings.memory, memory),
+        "timing_process_peak_rss_mb": timing_peak,
+        "memory_workers": memory,
+        "modes": {m: modes_lib.MODES[m].description for m in modes},
+        "failed_modes": failed,
+        **report.summarise(modes, workloads, times, cosine, matmul, memory, settings.config),
     }
 
 
@@ -275,32 +308,26 @@ def _parser():
     add(
         "--modes",
         default=",".join(DEFAULT_MODES),
-        help=f"comma-separated, among {','.join(modes_lib.MODES)} (default %(default)s)",
+        help=f"comma-separated, among {','.join(modes_lib.MODES)} (default %(default)s; "
+        "keras_bf16 only where the CPU has avx512_bf16/amx_bf16 or a GPU is present)",
     )
+    add("--repeats", type=int, default=5, help="interleaved rounds of the one-call workloads")
+    add("--warmup", type=int, default=1, help="at least 1 (its outputs give the cosines)")
     add(
-        "--batches",
+        "--embed-lines",
+        type=int,
         default=None,
-        help="comma-separated sentences per batch, 20 tokens each "
-        "(default 1,32,64; tiny: 1,32, fewer XLA compilations)",
+        help="lines of the embed workload, 0 for none (default 10000; tiny: 1000)",
     )
-    add("--repeats", type=int, default=5)
-    add("--warmup", type=int, default=1)
-    add("--no-natural", action="store_true", help="skip the natural-lengths row")
+    add("--embed-repeats", type=int, default=1, help="embed rounds with --memory none")
     add(
         "--memory",
         choices=("subprocess", "none"),
         default=None,
         help="peak memory method (default: subprocess for full, none for tiny)",
     )
-    add(
-        "--memory-jobs",
-        type=int,
-        default=None,
-        help="memory workers at once (default 1 for full, all for tiny)",
-    )
-    add(
-        "--workdir", default=None, help="keep the model files here (reused when the config matches)"
-    )
+    add("--memory-jobs", type=int, default=None, help="memory workers at once (default 1)")
+    add("--workdir", default=None, help="keep the model files and exports here (reused)")
     add("--seed", type=int, default=0)
     add("--intra-op", type=int, default=None)
     add("--inter-op", type=int, default=None)
@@ -318,20 +345,16 @@ def main(argv=None):
     if args.memory_worker:
         _memory_worker(args)
         return 0
-    if args.repeats < 1 or args.warmup < 0:
-        print("error: --repeats must be >= 1 and --warmup >= 0", file=sys.stderr)
-        return 2
     full = args.config == "full"
-    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     settings = Settings(
-        modes=modes,
-        batches=parse_batches(args.batches or ("1,32,64" if full else "1,32")),
+        modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
         config=args.config,
         repeats=args.repeats,
-        warmup=args.warmup,
-        natural=not args.no_natural,
+        warmup=max(args.warmup, 1),
+        embed_repeats=args.embed_repeats,
+        embed_lines=(10000 if full else 1000) if args.embed_lines is None else args.embed_lines,
         memory=args.memory or ("subprocess" if full else "none"),
-        memory_jobs=args.memory_jobs or (1 if full else len(modes)),
+        memory_jobs=args.memory_jobs or 1,
         workdir=args.workdir,
         seed=args.seed,
         intra_op=args.intra_op,
