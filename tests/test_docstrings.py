@@ -27,6 +27,7 @@ SOURCES = [
     "text/*.py",
     "runtime/*.py",
     "batching.py",
+    "embedder.py",
     "validation.py",
     "data.py",
 ]

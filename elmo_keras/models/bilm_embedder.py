@@ -2,11 +2,11 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras import batching
+from elmo_keras.embedder import Embedder
 from elmo_keras.text.char_ids import distinct_token_ids
-from elmo_keras.validation import check_int
 
 
-class BiLMEmbedder:
+class BiLMEmbedder(Embedder):
     """Embeds many tokenized sentences with a `BiLM`, fast and independent of batching.
 
     Sentences are read as a stream, sorted by length a chunk at a time and cut into batches of
@@ -16,6 +16,9 @@ class BiLMEmbedder:
     CNN then runs once per distinct token and the biLSTM only over real positions. Every
     sentence starts from zero state, so its vectors do not depend on the batch size or on its
     neighbours.
+
+    `embed`, `iter_embed` and `embed_text` come from `elmo_keras.embedder.Embedder`, shared
+    with the ONNX Runtime client `elmo_keras.runtime.OnnxEmbedder`.
 
     Args:
         bilm: a `BiLM`.
@@ -34,9 +37,8 @@ class BiLMEmbedder:
     """
 
     def __init__(self, bilm, batch_size=64, max_tokens=None, jit_compile=False):
+        super().__init__(batch_size, max_tokens)
         self.bilm = bilm
-        self.batch_size = check_int("batch_size", batch_size)
-        self.max_tokens = check_int("max_tokens", max_tokens, allow_none=True)
         self.jit_compile = jit_compile
         width = bilm.max_characters_per_token
 
@@ -65,14 +67,6 @@ class BiLMEmbedder:
         """int. The biLM's projection size `P` (the embeddings have `2 * P` features)."""
         return self.bilm.projection_dim
 
-    @property
-    def output_dim(self):
-        """int. The number of features of each layer's vectors, `2 * projection_dim`."""
-        return 2 * self.bilm.projection_dim
-
-    def _empty(self):
-        return np.zeros((self.n_layers + 1, 0, self.output_dim), np.float32)
-
     def embed_batch(self, sentences):
         """Embeds one batch with one model call, each distinct token's characters sent once.
 
@@ -95,49 +89,3 @@ class BiLMEmbedder:
             np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)
             for row, sentence in enumerate(sentences)
         ]
-
-    def iter_embed(self, sentences, progress=None):
-        """Streams the embeddings: `(index, array)` pairs as each batch finishes.
-
-        Reads `sentences` lazily (`elmo_keras.batching.iter_embeddings`): memory holds one
-        chunk of token lists and one batch of arrays, however long the input. The pairs come
-        in batch order; `index` (0-based) is the sentence's position in the input.
-
-        Args:
-            sentences: an iterable of sentences, each a sequence of `str` tokens. A string
-                where a sequence of tokens belongs, or a token that is not a string, is a
-                `ValueError` (the same rules as `OnnxEmbedder`).
-            progress: callable or `None`. Called with the number of sentences done after each
-                batch.
-
-        Returns:
-            An iterator over `(index, array)` pairs, each array float32
-            `(n_layers + 1, n_tokens, 2 * projection_dim)`.
-        """
-        return batching.iter_embeddings(
-            self.embed_batch,
-            sentences,
-            self.batch_size,
-            self.max_tokens,
-            empty=self._empty,
-            progress=progress,
-        )
-
-    def embed(self, sentences, progress=None):
-        """Returns one float32 array `(n_layers + 1, n_tokens, 2 * projection_dim)` a sentence.
-
-        Args:
-            sentences: an iterable (list, generator, ...) of sentences, each a sequence of
-                `str` tokens. A string where a sequence of tokens belongs, or a token that is
-                not a string, is a `ValueError` (`elmo_keras.batching.as_sentences`, the same
-                rules as `OnnxEmbedder.embed`).
-            progress: callable or `None`. Called with the number of sentences done after each
-                batch.
-
-        Returns:
-            A list of arrays, in input order.
-        """
-        results = {}
-        for index, array in self.iter_embed(sentences, progress=progress):
-            results[index] = array
-        return [results[i] for i in range(len(results))]

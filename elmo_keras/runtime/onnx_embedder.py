@@ -18,27 +18,28 @@ import json
 
 import numpy as np
 
-from elmo_keras import batching
 from elmo_keras.batching import as_sentences
+from elmo_keras.embedder import Embedder
 from elmo_keras.text.char_ids import (
     MAX_CHARACTERS_PER_TOKEN,
     batch_to_char_ids,
     distinct_token_ids,
 )
-from elmo_keras.validation import check_int
 
 # ONNX Runtime's run option that returns the arena's free memory to the system after a call.
 ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(Embedder):
     """Computes ELMo layer activations with ONNX Runtime from a model written by `export_onnx`.
 
     Sentences are sorted by length, run in batches of up to `batch_size` similar lengths (little
     padding; at most `max_tokens` padded positions when set), and returned in input order.
     Every sentence starts from the zero state, so an embedding never depends on the other
     sentences of the call. Within a batch each distinct token is sent once (see the module
-    docstring); models of the older `char_ids` form keep working.
+    docstring); models of the older `char_ids` form keep working. `embed`, `iter_embed` and
+    `embed_text` come from `elmo_keras.embedder.Embedder`, shared with the Keras client
+    `elmo_keras.models.BiLMEmbedder`.
 
     Without `session_options`, the session shrinks ONNX Runtime's CPU memory arena back after
     every call (run option `memory.enable_memory_arena_shrinkage`), so the resident memory
@@ -70,8 +71,7 @@ class OnnxEmbedder:
     ):
         import onnxruntime  # noqa: PLC0415 (a heavy import, done once the client is built)
 
-        self.batch_size = check_int("batch_size", batch_size)
-        self.max_tokens = check_int("max_tokens", max_tokens, allow_none=True)
+        super().__init__(batch_size, max_tokens)
         self.model_path = str(model_path)
         self._session = onnxruntime.InferenceSession(
             self.model_path,
@@ -131,11 +131,6 @@ class OnnxEmbedder:
     def projection_dim(self):
         """int. The biLM's projection size `P` (the embeddings have `2 * P` features)."""
         return self._projection_dim
-
-    @property
-    def output_dim(self):
-        """int. The number of features of each layer's vectors, `2 * projection_dim`."""
-        return 2 * self._projection_dim
 
     @property
     def max_characters_per_token(self):
@@ -266,9 +261,6 @@ class OnnxEmbedder:
         names = list(output_names) if output_names is not None else list(self._outputs)
         return dict(zip(names, self._session.run(names, feeds, self._run_options), strict=True))
 
-    def _empty(self):
-        return np.zeros((self._n_layers + 1, 0, 2 * self._projection_dim), np.float32)
-
     def embed_batch(self, sentences):
         """Embeds a list of tokenized sentences in one ONNX Runtime call (none if all are empty).
 
@@ -304,67 +296,6 @@ class OnnxEmbedder:
                 layers[k] = outputs[f"lstm_outputs{k}"][row, :n]
             results.append(layers)
         return results
-
-    def iter_embed(self, sentences, progress=None):
-        """Streams the embeddings of any number of sentences, batch by batch.
-
-        Args:
-            sentences: an iterable (list, generator, a file's lines split...) of sentences,
-                each a sequence of `str` tokens; read lazily, a chunk at a time.
-            progress: optional callable, given the number of sentences done after each batch.
-
-        Yields:
-            `(index, layers)` pairs, `index` the sentence's 0-based position in the input,
-            `layers` as in `embed`; in batch order, not input order.
-        """
-        return batching.iter_embeddings(
-            self.embed_batch,
-            sentences,
-            self.batch_size,
-            self.max_tokens,
-            empty=self._empty,
-            progress=progress,
-        )
-
-    def embed(self, sentences, progress=None):
-        """Computes the layer activations of each tokenized sentence.
-
-        Args:
-            sentences: an iterable (list, generator, ...) of sentences, each a sequence of
-                `str` tokens. A string where a sequence of tokens belongs, or a token that is
-                not a string, is a `ValueError` (`elmo_keras.batching.as_sentences`, the same
-                rules as `BiLMEmbedder.embed`).
-            progress: optional callable, given the number of sentences done after each batch
-                (the same hook as `BiLMEmbedder.embed`).
-
-        Returns:
-            A list, in input order, of float32 arrays of shape
-            `(n_layers + 1, n_tokens, 2 * projection_dim)`: layer 0 is the token embedding
-            repeated twice, layer k the concatenated forward and backward outputs of biLSTM
-            layer k. An empty sentence gives shape `(n_layers + 1, 0, 2 * projection_dim)`.
-        """
-        results = {}
-        for index, layers in self.iter_embed(sentences, progress=progress):
-            results[index] = layers
-        return [results[index] for index in range(len(results))]
-
-    def embed_text(self, texts, mode="punctuation"):
-        """Tokenizes untokenized sentences in Python and embeds them.
-
-        Args:
-            texts: list of str. Untokenized sentences.
-            mode: str. `"punctuation"` or `"whitespace"` (see
-                `elmo_keras.text.pretokenize.tokenize_python`). Defaults to `"punctuation"`.
-
-        Returns:
-            A tuple `(tokens, embeddings)`: the list of token lists and what `embed` returns.
-        """
-        from elmo_keras.text.pretokenize import tokenize_python  # noqa: PLC0415
-
-        if isinstance(texts, str | bytes):
-            raise ValueError(f"`texts` must be a list of str. Received: texts={texts!r}")
-        tokens = [tokenize_python(text, mode=mode) for text in texts]
-        return tokens, self.embed(tokens)
 
     def __repr__(self):
         return (
