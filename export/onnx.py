@@ -11,7 +11,8 @@ lstm_units]` and returns `final_state_h` and `final_state_c`.
 
 The model carries `metadata_props` (`n_layers`, `projection_dim`, `lstm_units`,
 `max_characters_per_token`, `elmo_keras_version`, `outputs`, ...) which
-`elmo_keras.runtime.OnnxEmbedder` reads.
+`elmo_keras.runtime.OnnxEmbedder` reads. The graph edits after the conversion (weights as
+initializers, loop weights moved into the loop bodies) are in `onnx_graph.py`.
 
 tf2onnx, onnx and onnxruntime come with the `[onnx]` extra; without them, `require_onnx` and
 both functions raise a `ModuleNotFoundError` that says `pip install "elmo-keras[onnx]"` (the
@@ -24,6 +25,7 @@ import importlib.util
 import json
 import logging
 import os
+import warnings
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 17
@@ -77,6 +79,42 @@ def _root_logger_errors_only():
         root.removeFilter(keep)
 
 
+CATCH_ERRORS_VARIABLE = "TF2ONNX_CATCH_ERRORS"  # tf2onnx.constants.ENV_TF2ONNX_CATCH_ERRORS
+
+
+def _convert(tf2onnx, function, signature, opset):
+    """`tf2onnx.convert.from_function` without the optimizer's rollback copies, retried once
+    with them if it fails; returns the `ModelProto`. A `TF2ONNX_CATCH_ERRORS` already set (by
+    the user) is left alone and the conversion runs once."""
+
+    def convert():
+        return tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)[0]
+
+    if CATCH_ERRORS_VARIABLE in os.environ:
+        return convert()
+    # tf2onnx reads the variable in `_convert_common` and has no argument for it; it is set
+    # only for this call (the environment is the process's: exports in threads would share it).
+    os.environ[CATCH_ERRORS_VARIABLE] = "FALSE"
+    try:
+        return convert()
+    except MemoryError:
+        raise  # the copies would need more
+    except Exception as error:  # a failed optimizer pass raises when it cannot be rolled back
+        first_line = next(iter(str(error).strip().splitlines()), "")
+        reason = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
+    finally:
+        os.environ.pop(CATCH_ERRORS_VARIABLE, None)
+    # Retried outside the `except` block, so that the failed graph (held by the traceback's
+    # frames) is freed first.
+    warnings.warn(
+        f"tf2onnx's conversion failed without its rollback copies ({reason}); retrying once "
+        f"with them (slower, more memory). Set {CATCH_ERRORS_VARIABLE} to skip this retry.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return convert()
+
+
 def _metadata(module, stateful, input_form, extra=None):
     import elmo_keras  # noqa: PLC0415
 
@@ -116,7 +154,12 @@ def export_onnx(
 
     The weights never pass through the converter: it converts a function that takes them as
     inputs (`weights_as_inputs_function`), and they become initializers afterwards, each copied
-    once (the published model converts in a few GB instead of 18).
+    once (the published model converts in a few GB instead of 18). tf2onnx's optimizer runs
+    without the deep copy of the graph it takes before each pass to roll back a pass that fails
+    (most of a small model's conversion time); if the conversion then fails, it is retried once
+    with the copies, with a warning. A `TF2ONNX_CATCH_ERRORS` you set yourself is left as it is
+    and the conversion runs once, without a retry (tf2onnx 1.17 turns the copies off for any
+    value).
 
     Args:
         bilm: `elmo_keras.models.BiLM`. A built biLM.
@@ -143,6 +186,7 @@ def export_onnx(
     >>> OnnxEmbedder("elmo.onnx").embed([["Hello", "world"]])[0].shape  # doctest: +SKIP
     (3, 2, 1024)
     """
+    from elmo_keras.export import onnx_graph  # noqa: PLC0415
     from elmo_keras.export.savedmodel import (  # noqa: PLC0415
         ElmoServingModule,
         weights_as_inputs_function,
@@ -156,15 +200,16 @@ def export_onnx(
     module = ElmoServingModule(bilm, scalar_mix=scalar_mix)
     P = module.projection_dim
     function, signature, weights = weights_as_inputs_function(module, input_form, stateful)
-    model_proto, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)
+    model_proto = _convert(tf2onnx, function, signature, opset)
     del function
-    _attach_weights(model_proto, weights)
-    _fold_weight_transforms(model_proto.graph)
-    _name_dynamic_axes(model_proto, feature_dims={"word_emb": P, "default": 2 * P})
+    onnx_graph.attach_weights(model_proto, weights)
+    onnx_graph.fold_weight_transforms(model_proto.graph)
+    onnx_graph.name_dynamic_axes(model_proto, feature_dims={"word_emb": P, "default": 2 * P})
     # The LSTM weights reach the loop bodies as loop-carried values, which ONNX Runtime copies
     # at every step; as body initializers they are read in place (1.3-2x faster on CPU).
-    _localize_loop_weights(model_proto)
-    _fold_weight_transforms(model_proto.graph)  # again: the char CNN's weights are in a loop
+    onnx_graph.localize_loop_weights(model_proto)
+    # Again: the char CNN's weights are in a loop.
+    onnx_graph.fold_weight_transforms(model_proto.graph)
     for key, value in _metadata(module, stateful, input_form, metadata).items():
         entry = model_proto.metadata_props.add()
         entry.key, entry.value = key, value
@@ -182,182 +227,6 @@ def export_onnx(
     return model_proto
 
 
-def _name_dynamic_axes(model_proto, feature_dims):
-    """Names the dynamic axes `batch` and `tokens` and fixes the known feature sizes.
-
-    tf2onnx leaves some axes as `unk__N` (e.g. the last axis of `elmo`); `feature_dims` maps an
-    output name to its last axis (outputs not named take the size of `default`).
-    """
-    for value in [*model_proto.graph.input, *model_proto.graph.output]:
-        dims = value.type.tensor_type.shape.dim
-        is_state = "state_" in value.name
-        is_output = value in model_proto.graph.output
-        for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value"):
-                continue
-            if axis == 0:
-                dim.dim_param = "distinct_tokens" if value.name == "token_char_ids" else "batch"
-            elif axis == 1 and not is_state:
-                dim.dim_param = "tokens"
-            elif axis == 2 and is_output and not is_state:
-                dim.dim_value = feature_dims.get(value.name, feature_dims["default"])
-
-
-def _attach_weights(model_proto, weights):
-    """Turns the weight inputs of the converted graph into initializers holding their values.
-
-    `weights` is a list of `(input name, variable)`; each value is read and serialized once.
-    """
-    from onnx import numpy_helper  # noqa: PLC0415
-
-    graph = model_proto.graph
-    inputs = {value.name: value for value in graph.input}
-    for name, variable in weights:
-        if name in inputs:
-            graph.input.remove(inputs[name])
-        graph.initializer.append(numpy_helper.from_array(variable.numpy(), name))
-
-
-# Weight-only ops the converter leaves in front of a weight input (a frozen graph has them
-# folded): the Conv kernels' Unsqueeze and Transpose, the biases' Reshape.
-_FOLDABLE = {
-    "Identity": lambda x: x,
-    "Transpose": lambda x, perm=None: x.transpose(perm),
-    "Reshape": lambda x, shape: x.reshape([d or x.shape[i] for i, d in enumerate(shape)]),
-    "Unsqueeze": lambda x, axes: _unsqueeze(x, axes),
-    "Squeeze": lambda x, axes=None: x.squeeze(tuple(axes) if axes is not None else None),
-}
-
-
-def _unsqueeze(x, axes):
-    import numpy as np  # noqa: PLC0415
-
-    for axis in sorted(int(a) % (x.ndim + len(axes)) for a in axes):
-        x = np.expand_dims(x, axis)
-    return x
-
-
-def _fold_weight_transforms(graph):
-    """Replaces each foldable node whose inputs are all initializers (in `graph` and its
-    subgraphs) by an initializer holding its output, so that a `MatMul` or `Conv` reads its
-    weight directly (the quantizer needs that); returns the number of nodes folded."""
-    from onnx import helper, numpy_helper  # noqa: PLC0415
-
-    initializers = {tensor.name: tensor for tensor in graph.initializer}
-    folded = []
-    for index, node in enumerate(graph.node):
-        if node.op_type not in _FOLDABLE or len(node.output) != 1:
-            continue
-        if not all(name in initializers for name in node.input):
-            continue
-        args = [numpy_helper.to_array(initializers[name]) for name in node.input]
-        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if len(args) == 2:  # Reshape's shape, Unsqueeze's and Squeeze's axes
-            args[1] = [int(v) for v in args[1]]
-        value = _FOLDABLE[node.op_type](*args, **attributes)
-        initializers[node.output[0]] = numpy_helper.from_array(value, node.output[0])
-        graph.initializer.append(initializers[node.output[0]])
-        folded.append(index)
-    for index in reversed(folded):
-        del graph.node[index]
-    count = len(folded) + sum(_fold_weight_transforms(g) for g in _subgraphs(graph))
-    _drop_unused_initializers(graph)
-    return count
-
-
-def _subgraphs(graph):
-    """The subgraphs (`Loop` bodies, `If` branches) of the nodes of `graph`, one level down."""
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield attribute.g
-            yield from attribute.graphs
-
-
-def _localize_loop_weights(model_proto):
-    """Gives each `Loop` body, nested ones too, its own copy of the weights it carries.
-
-    tf2onnx passes the recurrent weights of the LSTM loops in as loop-carried values, which ONNX
-    Runtime's quantizer cannot see as weights: it only quantizes a `MatMul` whose weight is an
-    initializer of the graph it is in. For every carried value that is an initializer of the
-    enclosing graph and is passed through unchanged, the body gets that initializer and its
-    nodes read it instead (then the same one level down); the quantizer (with
-    `EnableSubgraph`) then quantizes the per-step products, which hold most of the biLM's
-    weights. Returns the number of weights copied.
-    """
-    return _localize_in(model_proto.graph)
-
-
-def _localize_in(graph):
-    initializers = {tensor.name: tensor for tensor in graph.initializer}
-    copied = 0
-    for node in graph.node:
-        if node.op_type != "Loop":
-            continue
-        body = next(a.g for a in node.attribute if a.name == "body")
-        for k, outer in enumerate(node.input[2:]):
-            inner = body.input[2 + k].name
-            if outer not in initializers or body.output[1 + k].name != inner:
-                continue
-            if not any(inner in inner_node.input for inner_node in body.node):
-                continue  # only passed through (e.g. already localized)
-            local = _renamed_copy(initializers[outer], f"{inner}__local")
-            body.initializer.append(local)
-            for inner_node in body.node:
-                for i, name in enumerate(inner_node.input):
-                    if name == inner:
-                        inner_node.input[i] = local.name
-            # The loop still carries a value there, now unused: make it a 1-element dummy so
-            # the float weight is not kept (and copied) next to its int8 version.
-            dummy = f"{outer}__unused"
-            if dummy not in initializers:
-                initializers[dummy] = _renamed_copy(_scalar_like(initializers[outer]), dummy)
-                graph.initializer.append(initializers[dummy])
-            node.input[2 + k] = dummy
-            for value in (body.input[2 + k], body.output[1 + k]):
-                value.type.tensor_type.ClearField("shape")
-            for value in [v for v in graph.value_info if v.name == node.output[k]]:
-                graph.value_info.remove(value)
-            copied += 1
-    copied += sum(_localize_in(subgraph) for subgraph in _subgraphs(graph))
-    _drop_unused_initializers(graph)
-    return copied
-
-
-def _drop_unused_initializers(graph):
-    """Deletes the initializers no node reads (by position: comparing tensors would be slow)."""
-    used = set(_all_node_inputs(graph)) | {value.name for value in graph.output}
-    for index in reversed(range(len(graph.initializer))):
-        if graph.initializer[index].name not in used:
-            del graph.initializer[index]
-
-
-def _all_node_inputs(graph):
-    """Every name read by a node of `graph` or of its subgraphs."""
-    for node in graph.node:
-        yield from node.input
-    for subgraph in _subgraphs(graph):
-        yield from _all_node_inputs(subgraph)
-
-
-def _scalar_like(tensor):
-    import numpy as np  # noqa: PLC0415
-    from onnx import helper, numpy_helper  # noqa: PLC0415
-
-    dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
-    return numpy_helper.from_array(np.zeros([1] * len(tensor.dims), dtype=dtype))
-
-
-def _renamed_copy(tensor, name):
-    """A copy of a `TensorProto` under another name."""
-    import onnx  # noqa: PLC0415
-
-    copy = onnx.TensorProto()
-    copy.CopyFrom(tensor)
-    copy.name = name
-    return copy
-
-
 def quantize_onnx(source, destination):
     """Writes an int8 dynamically quantized copy of an ONNX model.
 
@@ -373,12 +242,14 @@ def quantize_onnx(source, destination):
     """
     import tempfile  # noqa: PLC0415
 
+    from elmo_keras.export import onnx_graph  # noqa: PLC0415
+
     onnx = _import_optional("onnx")
     quantization = _import_optional("onnxruntime.quantization")
     source, destination = os.fspath(source), os.fspath(destination)
     original = onnx.load(source)
     metadata = [(entry.key, entry.value) for entry in original.metadata_props]
-    _localize_loop_weights(original)
+    onnx_graph.localize_loop_weights(original)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(destination))) as tmp:
         prepared = os.path.join(tmp, "prepared.onnx")
         onnx.save_model(original, prepared)

@@ -5,10 +5,6 @@ import pathlib
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# tf2onnx deep-copies the whole graph before each optimizer pass, to roll back a pass that
-# fails; none fails on these models, and the copies were most of each tiny conversion's time
-# (8.8 s instead of 14.4 s measured here). Exports outside the tests keep tf2onnx's default.
-os.environ.setdefault("TF2ONNX_CATCH_ERRORS", "FALSE")
 if os.environ["KERAS_BACKEND"] == "jax":
     # The JAX run (tests/layers, see the Makefile) compiles one small XLA program per weight
     # shape and op; LLVM's optimisations were most of its time (a CharCNN build: 6.5 s -> 1.9 s

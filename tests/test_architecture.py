@@ -5,8 +5,8 @@ imports inside functions (a lazy import is still a dependency), and a module dep
 packages above it too (importing `elmo_keras.layers.char_cnn` runs `elmo_keras/layers/
 __init__.py`). The floors, lowest first (docs/architecture.md):
 
-0. `elmo_keras` itself, `validation`, `files`, `batching`, `options`, `download`, `presets`,
-   `text`, `runtime`
+0. `elmo_keras` itself, `validation`, `files`, `batching`, `embedder`, `options`, `download`,
+   `presets`, `text`, `runtime`
 1. `layers`, `weights` (works on a built biLM without importing its class)
 2. `models`
 3. `training`, `export`
@@ -29,6 +29,7 @@ FLOORS = {
     "elmo_keras.validation": 0,
     "elmo_keras.files": 0,
     "elmo_keras.batching": 0,
+    "elmo_keras.embedder": 0,
     "elmo_keras.options": 0,
     "elmo_keras.download": 0,
     "elmo_keras.data": 0,
@@ -49,6 +50,7 @@ TF_FREE = [
     "elmo_keras.validation",
     "elmo_keras.files",
     "elmo_keras.batching",
+    "elmo_keras.embedder",
     "elmo_keras.options",
     "elmo_keras.download",
     "elmo_keras.data",

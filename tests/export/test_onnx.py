@@ -1,6 +1,11 @@
-"""ONNX export: checker, dynamic axes, metadata, parity with Keras, state, int8 quantization."""
+"""ONNX export: checker, dynamic axes, metadata, parity with Keras, state, int8 quantization,
+tf2onnx's rollback copies (off, retried with them on failure, the user's setting kept)."""
 
+import collections
+import contextlib
 import json
+import os
+import warnings
 
 import numpy as np
 import onnx
@@ -193,3 +198,141 @@ def test_weights_enter_as_initializers_with_their_exact_values(exported):
         assert matches, variable.path
     floats = sum(v.size for v in values if v.dtype == np.float32)
     assert floats <= sum(int(np.prod(v.shape)) for v in entry["bilm"].weights) + 1000
+
+
+CATCH_ERRORS = "TF2ONNX_CATCH_ERRORS"
+UNSET = "<unset>"
+
+
+@pytest.fixture
+def fake_conversion(monkeypatch):
+    """Replaces tf2onnx's conversion by a stub that records `TF2ONNX_CATCH_ERRORS` at each call
+    and raises at the calls whose index is in `failures`; the others return an empty model,
+    which `export_onnx` finishes in milliseconds. Yields `(calls, failures)`."""
+    import tf2onnx
+
+    calls, failures = [], set()
+
+    def from_function(function, input_signature, opset):
+        calls.append(os.environ.get(CATCH_ERRORS, UNSET))
+        if len(calls) - 1 in failures:
+            raise RuntimeError(f"conversion {len(calls)} failed\nsecond line")
+        graph = onnx.helper.make_graph([], "empty", [], [])
+        opsets = [onnx.helper.make_opsetid("", opset)]
+        return onnx.helper.make_model(graph, opset_imports=opsets), None
+
+    monkeypatch.setattr(tf2onnx.convert, "from_function", from_function)
+    return calls, failures
+
+
+@contextlib.contextmanager
+def _retry_warnings():
+    """Yields a list that receives the messages of the retry warnings given in the block."""
+    retries = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield retries
+    retries.extend(str(w.message) for w in caught if "rollback copies" in str(w.message))
+
+
+@pytest.mark.parametrize("user_value", [None, "TRUE", "FALSE", "0"])
+def test_conversion_runs_once_and_leaves_the_environment_as_it_was(
+    exported, fake_conversion, tmp_path, monkeypatch, user_value
+):
+    from elmo_keras.export import export_onnx
+
+    calls, _ = fake_conversion
+    if user_value is None:
+        monkeypatch.delenv(CATCH_ERRORS, raising=False)
+    else:
+        monkeypatch.setenv(CATCH_ERRORS, user_value)
+    before = dict(os.environ)
+    with _retry_warnings() as retries:
+        export_onnx(exported["bilm_tf"]["bilm"], tmp_path / "m.onnx")
+    assert dict(os.environ) == before
+    # Unset: the copies are off for the call (any value means off to tf2onnx 1.17); set: the
+    # user's value, untouched.
+    assert calls == ["FALSE" if user_value is None else user_value]
+    assert not retries
+    assert (tmp_path / "m.onnx").exists()
+
+
+def test_a_failed_conversion_is_retried_with_tf2onnx_default_and_warns(
+    exported, fake_conversion, tmp_path, monkeypatch
+):
+    from elmo_keras.export import export_onnx
+
+    calls, failures = fake_conversion
+    monkeypatch.delenv(CATCH_ERRORS, raising=False)
+    failures.add(0)
+    before = dict(os.environ)
+    with _retry_warnings() as retries:
+        export_onnx(exported["bilm_tf"]["bilm"], tmp_path / "m.onnx")
+    assert calls == ["FALSE", UNSET]  # tf2onnx's default, with the copies, the second time
+    assert len(retries) == 1 and "\n" not in retries[0]
+    assert "RuntimeError: conversion 1 failed" in retries[0] and "second line" not in retries[0]
+    assert dict(os.environ) == before
+    assert (tmp_path / "m.onnx").exists()
+
+
+def test_when_the_retry_fails_too_its_error_is_raised_and_the_environment_restored(
+    exported, fake_conversion, tmp_path, monkeypatch
+):
+    from elmo_keras.export import export_onnx
+
+    calls, failures = fake_conversion
+    monkeypatch.delenv(CATCH_ERRORS, raising=False)
+    failures.update({0, 1})
+    before = dict(os.environ)
+    with _retry_warnings() as retries, pytest.raises(RuntimeError, match="conversion 2 failed"):
+        export_onnx(exported["bilm_tf"]["bilm"], tmp_path / "m.onnx")
+    assert calls == ["FALSE", UNSET]
+    assert len(retries) == 1
+    assert dict(os.environ) == before
+    assert not (tmp_path / "m.onnx").exists()
+
+
+@pytest.mark.parametrize("user_value", ["FALSE", "TRUE"])
+def test_a_users_setting_is_respected_without_retry(
+    exported, fake_conversion, tmp_path, monkeypatch, user_value
+):
+    from elmo_keras.export import export_onnx
+
+    calls, failures = fake_conversion
+    monkeypatch.setenv(CATCH_ERRORS, user_value)
+    failures.add(0)
+    with _retry_warnings() as retries, pytest.raises(RuntimeError, match="conversion 1 failed"):
+        export_onnx(exported["bilm_tf"]["bilm"], tmp_path / "m.onnx")
+    assert calls == [user_value]
+    assert not retries
+    assert os.environ[CATCH_ERRORS] == user_value
+
+
+class _FailingPass:
+    """A tf2onnx optimizer pass that always raises."""
+
+    graph_been_opt = False
+
+    def optimize(self, graph, iteration):
+        raise RuntimeError("this optimizer pass always fails")
+
+
+def test_an_optimizer_pass_that_fails_is_rolled_back_on_the_retry(exported, tmp_path, monkeypatch):
+    """The real conversion: without the copies tf2onnx raises from the failing pass; the retry
+    rolls the pass back (tf2onnx's default) and the model still matches Keras. The failing pass
+    is the only one, so the unoptimized graph also checks the surgery does not rely on them."""
+    import tf2onnx.optimizer
+    from elmo_keras.export import export_onnx
+
+    entry = exported["bilm_tf"]
+    monkeypatch.delenv(CATCH_ERRORS, raising=False)
+    passes = collections.OrderedDict([("always_fails", _FailingPass)])
+    monkeypatch.setattr(tf2onnx.optimizer, "_optimizers", passes)
+    path = tmp_path / "m.onnx"
+    with _retry_warnings() as retries:
+        export_onnx(entry["bilm"], path, scalar_mix=entry["mix"])
+    assert len(retries) == 1 and "this optimizer pass always fails" in retries[0]
+    assert CATCH_ERRORS not in os.environ
+    char_ids = batch_to_char_ids(SENTENCES[:3])
+    expected = keras_outputs(entry["bilm"], entry["mix"], char_ids)
+    assert_outputs_close(_run(path, _token_feeds(char_ids)), expected)
