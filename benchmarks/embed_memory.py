@@ -23,6 +23,14 @@ included, the interpreter's start-up not), so tokens/s is the whole command's ra
 
 The table ends with the machine line (`common.machine_line`), measured in the last child.
 
+`--long-line N` adds a row: one line of N tokens (the input's first N words joined), for the
+bounded memory of one very long sentence (issue 10: 20,000 tokens with the full model, under
+~3 GB). `--options` and `--weights` take a model's files instead of `--preset`, e.g. the full
+configuration with random weights that `benchmarks/inference.py --workdir W` writes to W:
+
+    python benchmarks/embed_memory.py --options W/options.json --weights W/weights.hdf5 \
+        --lines 500 --long-line 20000
+
 What may grow with the file (issue 10): the chunk of token lists `embed` sorts (bounded by
 `iter_embeddings`' chunk; repeated tokens share one string), h5py's metadata cache (about
 20 MB, then flat), and TensorFlow's oneDNN primitive caches: one entry per distinct input shape,
@@ -65,6 +73,9 @@ def parse_args(argv=None):
     parser.add_argument("--input", type=pathlib.Path, default=DEFAULT_INPUT)
     parser.add_argument("--lines", default="500,10000,all", help="comma-separated; `all`")
     parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--options", type=pathlib.Path, help="with --weights, instead of --preset")
+    parser.add_argument("--weights", type=pathlib.Path)
+    parser.add_argument("--long-line", type=int, help="add a row: one line of this many tokens")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
@@ -85,11 +96,33 @@ def first_lines(source, n, target):
     return lines, tokens
 
 
-def run_one(args, n, folder):
-    text = folder / f"first{n or 'all'}.txt"
-    lines, tokens = first_lines(args.input, n, text)
+def long_line(source, n, target):
+    """Writes one line of the first `n` whitespace tokens of `source` (repeated if it has
+    fewer); returns `(1, n)`."""
+    words = []
+    while len(words) < n:
+        with open(source, encoding="utf-8-sig") as f:
+            for line in f:
+                words.extend(line.split()[: n - len(words)])
+                if len(words) == n:
+                    break
+    target.write_text(" ".join(words) + "\n", encoding="utf-8")
+    return 1, n
+
+
+def model_args(args):
+    if args.options is not None or args.weights is not None:
+        if args.options is None or args.weights is None:
+            raise SystemExit("--options and --weights go together")
+        return ["--options", str(args.options), "--weights", str(args.weights)]
+    return ["--preset", args.preset]
+
+
+def run_one(args, n, folder, long=False):
+    text = folder / (f"long{n}.txt" if long else f"first{n or 'all'}.txt")
+    lines, tokens = long_line(args.input, n, text) if long else first_lines(args.input, n, text)
     output, result = folder / "out.hdf5", folder / "result.json"
-    cli = ["embed", "--preset", args.preset, "--input", str(text), "--output", str(output)]
+    cli = ["embed", *model_args(args), "--input", str(text), "--output", str(output)]
     cli += ["--batch-size", str(args.batch_size), "--max-tokens", str(args.max_tokens)]
     cli += ["--overwrite"]
     start = time.perf_counter()
@@ -108,6 +141,7 @@ def run_one(args, n, folder):
     output.unlink()
     text.unlink()
     return {
+        "long_line": long,
         "lines": lines,
         "tokens": tokens,
         "wall_s": measured["wall_s"],
@@ -123,19 +157,22 @@ def main(argv=None):
     counts = [None if x.strip() == "all" else int(x) for x in args.lines.split(",")]
     with tempfile.TemporaryDirectory(prefix="embed-memory-") as folder:
         rows = [run_one(args, n, pathlib.Path(folder)) for n in counts]
+        if args.long_line:
+            rows.append(run_one(args, args.long_line, pathlib.Path(folder), long=True))
     base = rows[0]["peak_rss_mb"]
     print(
-        f"`elmo-keras embed --preset {args.preset} --batch-size {args.batch_size} "
+        f"`elmo-keras embed {' '.join(model_args(args))} --batch-size {args.batch_size} "
         f"--max-tokens {args.max_tokens}` on the first lines of {args.input}; one fresh "
         "process per row\n"
     )
-    columns = ["lines", "tokens", "wall s", "tokens/s", "peak RSS MB (VmHWM)"]
+    columns = ["input", "lines", "tokens", "wall s", "tokens/s", "peak RSS MB (VmHWM)"]
     columns += ["ru_maxrss MB", f"ratio to {rows[0]['lines']} lines"]
     print(common.table_header(columns))
     for row in rows:
         print(
             common.table_row(
                 [
+                    "one long line" if row["long_line"] else "first lines",
                     row["lines"],
                     row["tokens"],
                     f"{row['wall_s']:.1f}",
