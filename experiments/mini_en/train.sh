@@ -10,7 +10,7 @@
 set -euo pipefail
 RUN=${1:-runs/mini_en}
 WT2=${WT2:-../shared/data/wikitext-2}
-STEPS=${STEPS:-7810}  # where the shipped model stopped (SIGINT at step 7,810 of a 10,000 plan)
+STEPS=${STEPS:-11673}  # where the shipped model stopped (SIGINT at step 11,673 of a 30,000 plan; constant learning rate, so the plan length does not change the steps before it)
 BIN=${BIN:-.venv/bin}
 if [ -f "$RUN/training_config.json" ]; then RESUME=--resume; else RESUME=; fi
 "$BIN/elmo-keras" train $RESUME --config cpu --train "$WT2/train.raw.txt" \
