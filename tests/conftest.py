@@ -62,6 +62,25 @@ def shared_data():
     return path
 
 
+@pytest.fixture(scope="session")
+def keras_bilm(allennlp_fixture):
+    """The AllenNLP fixture biLM, loaded once per session."""
+    from elmo_keras.weights import load_bilm
+
+    return load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
+
+
+@pytest.fixture(scope="session")
+def onnx_model(keras_bilm, tmp_path_factory):
+    """`keras_bilm` exported to ONNX (the default `token_index` form), converted once per
+    session and shared by the runtime, Beam and CLI tests."""
+    from elmo_keras.export import export_onnx
+
+    path = tmp_path_factory.mktemp("onnx_model") / "allennlp.onnx"
+    export_onnx(keras_bilm, path)
+    return path
+
+
 @pytest.fixture(autouse=True)
 def _clear_keras_session():
     import keras

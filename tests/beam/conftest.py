@@ -1,7 +1,5 @@
-"""Session fixtures for the Beam tests: the AllenNLP fixture biLM as ONNX, and a small corpus.
-
-The model is exported as tests/runtime/conftest.py exports it (`load_bilm` + `export_onnx`).
-"""
+"""Session fixtures for the Beam tests: a small corpus. The model is `onnx_model` (the AllenNLP
+fixture biLM as ONNX) from tests/conftest.py."""
 
 import pytest
 
@@ -12,22 +10,6 @@ CORPUS = {
     "mixed.txt": "\ufeffHello world\r\nx\x0by z\n\nDéjà vu , naïve café !\nlast line",
     "short.txt": "one\ntwo three\n\n\nfour .\n",
 }
-
-
-@pytest.fixture(scope="session")
-def keras_bilm(allennlp_fixture):
-    from elmo_keras.weights import load_bilm
-
-    return load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
-
-
-@pytest.fixture(scope="session")
-def onnx_model(keras_bilm, tmp_path_factory):
-    from elmo_keras.export import export_onnx
-
-    path = tmp_path_factory.mktemp("beam_model") / "allennlp.onnx"
-    export_onnx(keras_bilm, path)
-    return path
 
 
 @pytest.fixture(scope="session")

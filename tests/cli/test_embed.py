@@ -148,11 +148,7 @@ def test_embed_refuses_to_overwrite_and_checks_arguments(tmp_path, model_args, i
     assert "needs --options and --weights" in capsys.readouterr().err
 
 
-def test_onnx_backend_writes_the_same_hdf5(tmp_path, model_args, input_file, allennlp_fixture):
-    from elmo_keras.export import export_onnx
-
-    bilm = load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
-    export_onnx(bilm, tmp_path / "model.onnx")
+def test_onnx_backend_writes_the_same_hdf5(tmp_path, model_args, input_file, onnx_model):
     keras_out, onnx_out = tmp_path / "keras.hdf5", tmp_path / "onnx.hdf5"
     assert main(["embed", *model_args, "--input", str(input_file), "--output", str(keras_out)]) == 0
     assert (
@@ -162,7 +158,7 @@ def test_onnx_backend_writes_the_same_hdf5(tmp_path, model_args, input_file, all
                 "--backend",
                 "onnx",
                 "--model",
-                str(tmp_path / "model.onnx"),
+                str(onnx_model),
                 "--input",
                 str(input_file),
                 "--output",
