@@ -25,9 +25,14 @@ from elmo_keras.text.char_ids import (
     batch_to_char_ids,
     distinct_token_ids,
 )
+from elmo_keras.validation import check_int
 
 # ONNX Runtime's run option that returns the arena's free memory to the system after a call.
 ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
+# Calls between two shrinkages by default: every call. `python benchmarks/onnx_gap.py` found the
+# cost of shrinking after every call within the machine's noise (two runs: 9% slower, then 1%
+# faster than never), and its peak memory 200-300 MB lower with the full model than every 8th.
+SHRINK_ARENA_EVERY = 1
 
 
 class OnnxEmbedder(Embedder):
@@ -41,9 +46,10 @@ class OnnxEmbedder(Embedder):
     `embed_text` come from `elmo_keras.embedder.Embedder`, shared with the Keras client
     `elmo_keras.models.BiLMEmbedder`.
 
-    Without `session_options`, the session shrinks ONNX Runtime's CPU memory arena back after
-    every call (run option `memory.enable_memory_arena_shrinkage`), so the resident memory
-    follows the batch being run instead of growing with every new batch shape.
+    After every call (every `shrink_arena_every` calls; without `session_options` by default)
+    the session shrinks ONNX Runtime's CPU memory arena back (run option
+    `memory.enable_memory_arena_shrinkage`), so the resident memory follows the batch being
+    run instead of growing with every new batch shape.
 
     Args:
         model_path: str or path-like. An `.onnx` file from `elmo_keras.export.export_onnx`
@@ -54,8 +60,11 @@ class OnnxEmbedder(Embedder):
         providers: list or `None`. ONNX Runtime execution providers, e.g.
             `["CUDAExecutionProvider", "CPUExecutionProvider"]`. Defaults to `None`, the CPU.
         session_options: `onnxruntime.SessionOptions` or `None`. E.g. to set
-            `intra_op_num_threads`. Given, it is used as is (no arena shrinkage). Defaults to
-            `None`: ONNX Runtime's defaults plus the arena shrinkage above.
+            `intra_op_num_threads`. Given, it is used as is (and no arena shrinkage unless
+            `shrink_arena_every` is given too). Defaults to `None`: ONNX Runtime's defaults.
+        shrink_arena_every: int or `None`. Shrink the CPU arena after every n-th call: `1`
+            after each call (the least memory), `0` never (ONNX Runtime's own behaviour).
+            Defaults to `None`: `1` without `session_options`, `0` with them.
 
     Example:
 
@@ -67,23 +76,31 @@ class OnnxEmbedder(Embedder):
     """
 
     def __init__(
-        self, model_path, batch_size=64, max_tokens=None, providers=None, session_options=None
+        self,
+        model_path,
+        batch_size=64,
+        max_tokens=None,
+        providers=None,
+        session_options=None,
+        shrink_arena_every=None,
     ):
         import onnxruntime  # noqa: PLC0415 (a heavy import, done once the client is built)
 
         super().__init__(batch_size, max_tokens)
+        if shrink_arena_every is None:
+            shrink_arena_every = SHRINK_ARENA_EVERY if session_options is None else 0
+        self.shrink_arena_every = check_int("shrink_arena_every", shrink_arena_every, minimum=0)
         self.model_path = str(model_path)
         self._session = onnxruntime.InferenceSession(
             self.model_path,
             sess_options=session_options,
             providers=list(providers) if providers is not None else ["CPUExecutionProvider"],
         )
-        self._run_options = None
-        if session_options is None:
-            self._run_options = onnxruntime.RunOptions()
-            devices = "cpu:0" if "CPUExecutionProvider" in self._session.get_providers() else ""
-            if devices:
-                self._run_options.add_run_config_entry(ARENA_SHRINKAGE, devices)
+        self._calls = 0
+        self._shrink_options = None  # the run options of a call that shrinks the arena
+        if self.shrink_arena_every and "CPUExecutionProvider" in self._session.get_providers():
+            self._shrink_options = onnxruntime.RunOptions()
+            self._shrink_options.add_run_config_entry(ARENA_SHRINKAGE, "cpu:0")
         self._metadata = dict(self._session.get_modelmeta().custom_metadata_map)
         self._input_names = [value.name for value in self._session.get_inputs()]
         self._outputs = {value.name: value for value in self._session.get_outputs()}
@@ -259,7 +276,10 @@ class OnnxEmbedder(Embedder):
                 f"(`--onnx-state`) to pass `state_h` / `state_c`. model_path={self.model_path!r}"
             )
         names = list(output_names) if output_names is not None else list(self._outputs)
-        return dict(zip(names, self._session.run(names, feeds, self._run_options), strict=True))
+        self._calls += 1
+        shrink = self._shrink_options is not None and self._calls % self.shrink_arena_every == 0
+        options = self._shrink_options if shrink else None
+        return dict(zip(names, self._session.run(names, feeds, options), strict=True))
 
     def embed_batch(self, sentences):
         """Embeds a list of tokenized sentences in one ONNX Runtime call (none if all are empty).

@@ -205,10 +205,32 @@ def test_iter_embed_streams_with_max_tokens(onnx_model):
         OnnxEmbedder(onnx_model, max_tokens=0)
 
 
+def _shrinking_calls(embedder, n_calls):
+    """Which of `n_calls` calls asked ONNX Runtime to shrink its CPU arena (1-based)."""
+    session, seen = embedder._session, []
+
+    class Recording:
+        def run(self, names, feeds, options=None):
+            shrink = options is not None and options.get_run_config_entry(ARENA_SHRINKAGE)
+            seen.append(shrink == "cpu:0")
+            return session.run(names, feeds, options)
+
+    embedder._session = Recording()
+    for _ in range(n_calls):
+        embedder.embed_batch([["Hi", "there"]])
+    return [call for call, shrink in enumerate(seen, start=1) if shrink]
+
+
 def test_memory_arena_shrinks_after_each_call_by_default(onnx_model):
     import onnxruntime
 
-    default = OnnxEmbedder(onnx_model)
-    assert default._run_options.get_run_config_entry(ARENA_SHRINKAGE) == "cpu:0"
-    own = OnnxEmbedder(onnx_model, session_options=onnxruntime.SessionOptions())
-    assert own._run_options is None
+    assert _shrinking_calls(OnnxEmbedder(onnx_model), 3) == [1, 2, 3]
+    assert _shrinking_calls(OnnxEmbedder(onnx_model, shrink_arena_every=8), 17) == [8, 16]
+    assert _shrinking_calls(OnnxEmbedder(onnx_model, shrink_arena_every=0), 9) == []
+    own = onnxruntime.SessionOptions()
+    assert _shrinking_calls(OnnxEmbedder(onnx_model, session_options=own), 9) == []
+    both = OnnxEmbedder(onnx_model, session_options=own, shrink_arena_every=2)
+    assert _shrinking_calls(both, 4) == [2, 4]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="shrink_arena_every"):
+            OnnxEmbedder(onnx_model, shrink_arena_every=bad)
