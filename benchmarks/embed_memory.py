@@ -58,9 +58,7 @@ from elmo_keras.cli import main
 code = main(sys.argv[3:])
 wall = time.perf_counter() - start
 import common
-status = pathlib.Path("/proc/self/status").read_text().splitlines()
-hwm = [int(line.split()[1]) / 1024.0 for line in status if line.startswith("VmHWM:")]
-result = {"code": code, "wall_s": wall, "vmhwm_mb": hwm[0] if hwm else common.peak_rss_mb()}
+result = {"code": code, "wall_s": wall, "vmhwm_mb": common.peak_rss_mb()}
 result["environment"] = common.environment(with_tensorflow=True)
 pathlib.Path(sys.argv[1]).write_text(json.dumps(result))
 sys.exit(code)

@@ -11,12 +11,13 @@ configuration (`W/options.json`, `W/weights.hdf5`) and its export (`W/export/mod
    runtime's threads share the process with the other's, as they do in `inference.py`'s
    interleaved rounds. One warm-up call, then `--repeats` calls; medians.
 2. `arena`: `OnnxEmbedder` with its CPU arena shrunk after every call
-   (`shrink_arena_every=1`, the default), every 8th and never (`0`), in one process,
+   (`shrink_arena_every=1`), every 8th (the default) and never (`0`), in one process,
    alternating, each `embed`-ing the same `--sentences` natural WikiText-2 sentences (batches
    of 32, at most 4,096 padded tokens); medians of `--rounds`.
 3. `memory`: the same three settings, each in a fresh process: 48 `embed_batch` calls of
-   random shapes (1-16 sentences of 5-79 tokens, seeded), the largest resident set over calls
-   1-16, 17-32 and 33-48, and after the last call.
+   random shapes (1-16 sentences of 5-79 tokens, seeded), the peak resident set (`VmHWM`,
+   reset before each window) over calls 1-16, 17-32 and 33-48, and the resident set after the
+   last call.
 """
 
 import argparse
@@ -56,39 +57,42 @@ print(json.dumps({"tokens": tokens, "times": times, "environment": environment})
 
 
 MEMORY_CHILD = """
-import json, pathlib, sys
+import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 import common
 from elmo_keras.runtime import OnnxEmbedder
-def rss():
-    lines = pathlib.Path("/proc/self/status").read_text().splitlines()
-    return int([line for line in lines if line.startswith("VmRSS:")][0].split()[1]) / 1024
 words = [token for sentence in common.natural_sentences(2000)[0] for token in sentence]
 rng = np.random.default_rng(0)
 embedder = OnnxEmbedder(sys.argv[2], shrink_arena_every=int(sys.argv[3]))
-after = []
-for _ in range(48):
-    b, t = int(rng.integers(1, 17)), int(rng.integers(5, 80))
-    start = int(rng.integers(0, len(words) - b * t))
-    embedder.embed_batch([words[start + i * t : start + (i + 1) * t] for i in range(b)])
-    after.append(rss())
-print(json.dumps(after))
+peaks = []
+for window in range(3):
+    common.reset_peak_rss()
+    for _ in range(16):
+        b, t = int(rng.integers(1, 17)), int(rng.integers(5, 80))
+        start = int(rng.integers(0, len(words) - b * t))
+        embedder.embed_batch([words[start + i * t : start + (i + 1) * t] for i in range(b)])
+    peaks.append(common.peak_rss_mb())
+common.reset_peak_rss()  # the high-water mark restarts at the resident set after call 48
+print(json.dumps({"peaks": peaks, "after": common.peak_rss_mb()}))
 """
 
 
-def memory(workdir, every):
-    here, path = str(pathlib.Path(__file__).parent), pathlib.Path(workdir) / "export" / "model.onnx"
-    command = [sys.executable, "-c", MEMORY_CHILD, here, str(path), str(every)]
+def run_child(code, *args):
+    """Runs `code` in a fresh interpreter (benchmarks/ importable) and returns the JSON it
+    prints last."""
+    here = str(pathlib.Path(__file__).parent)
+    command = [sys.executable, "-c", code, here, *map(str, args)]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def memory(workdir, every):
+    return run_child(MEMORY_CHILD, pathlib.Path(workdir) / "export" / "model.onnx", every)
 
 
 def alone(workdir, mode, repeats):
-    here = str(pathlib.Path(__file__).parent)
-    command = [sys.executable, "-c", CHILD, here, str(workdir), mode, str(repeats)]
-    result = subprocess.run(command, capture_output=True, text=True, check=True)
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_child(CHILD, workdir, mode, repeats)
 
 
 def arena(workdir, n_sentences, rounds):
@@ -139,12 +143,13 @@ def main(argv=None):
         print(common.table_row([name, f"{median:.0f}", passes]))
 
     print("\nOnnxEmbedder, 48 calls of random shapes, one fresh process per setting\n")
-    columns = ["arena", "max RSS calls 1-16", "17-32", "33-48", "after call 48 (MB)"]
+    columns = ["arena", "peak RSS calls 1-16", "17-32", "33-48", "RSS after call 48 (MB)"]
     print(common.table_header(columns))
     for every in (1, 8, 0):
-        after = memory(args.workdir, every)
-        windows = [f"{max(after[i : i + 16]):.0f}" for i in (0, 16, 32)]
-        print(common.table_row([f"shrink_arena_every={every}", *windows, f"{after[-1]:.0f}"]))
+        measured = memory(args.workdir, every)
+        windows = [f"{peak:.0f}" for peak in measured["peaks"]]
+        after = f"{measured['after']:.0f}"
+        print(common.table_row([f"shrink_arena_every={every}", *windows, after]))
     print()
     print(common.machine_line(runs["keras"]["environment"]))
     return 0

@@ -29,10 +29,11 @@ from elmo_keras.validation import check_int
 
 # ONNX Runtime's run option that returns the arena's free memory to the system after a call.
 ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
-# Calls between two shrinkages by default: every call. `python benchmarks/onnx_gap.py` found the
-# cost of shrinking after every call within the machine's noise (two runs: 9% slower, then 1%
-# faster than never), and its peak memory 200-300 MB lower with the full model than every 8th.
-SHRINK_ARENA_EVERY = 1
+# Calls between two shrinkages by default. With the full model (`python benchmarks/onnx_gap.py`),
+# shrinking after every call cost 9% of `embed`'s speed in two of three runs (the next call faults
+# its buffers in again); every 8th call cost little, and its peak resident set over 48 calls of
+# random shapes was within 100 MB of shrinking every call, without the growth of never shrinking.
+SHRINK_ARENA_EVERY = 8
 
 
 class OnnxEmbedder(Embedder):
@@ -46,10 +47,10 @@ class OnnxEmbedder(Embedder):
     `embed_text` come from `elmo_keras.embedder.Embedder`, shared with the Keras client
     `elmo_keras.models.BiLMEmbedder`.
 
-    After every call (every `shrink_arena_every` calls; without `session_options` by default)
-    the session shrinks ONNX Runtime's CPU memory arena back (run option
-    `memory.enable_memory_arena_shrinkage`), so the resident memory follows the batch being
-    run instead of growing with every new batch shape.
+    Every `shrink_arena_every` calls (8 by default, without `session_options`) the session
+    shrinks ONNX Runtime's CPU memory arena back (run option
+    `memory.enable_memory_arena_shrinkage`), so the resident memory levels off instead of
+    growing with every new batch shape.
 
     Args:
         model_path: str or path-like. An `.onnx` file from `elmo_keras.export.export_onnx`
@@ -63,8 +64,8 @@ class OnnxEmbedder(Embedder):
             `intra_op_num_threads`. Given, it is used as is (and no arena shrinkage unless
             `shrink_arena_every` is given too). Defaults to `None`: ONNX Runtime's defaults.
         shrink_arena_every: int or `None`. Shrink the CPU arena after every n-th call: `1`
-            after each call (the least memory), `0` never (ONNX Runtime's own behaviour).
-            Defaults to `None`: `1` without `session_options`, `0` with them.
+            after each call (the least memory, slower), `0` never (ONNX Runtime's own
+            behaviour). Defaults to `None`: `8` without `session_options`, `0` with them.
 
     Example:
 

@@ -6,7 +6,6 @@ import pytest
 
 from elmo_keras.cli import main
 from elmo_keras.text import batch_to_char_ids
-from elmo_keras.weights import load_bilm
 from tests.test_files import _fill_disk_after, mounted_tmpfs
 
 SENTENCES = [
@@ -41,7 +40,7 @@ def read(path):
 
 
 def test_embed_writes_one_dataset_per_line_independent_of_batch_size(
-    tmp_path, model_args, input_file, allennlp_fixture, capsys
+    tmp_path, model_args, input_file, keras_bilm, capsys
 ):
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
@@ -63,7 +62,7 @@ def test_embed_writes_one_dataset_per_line_independent_of_batch_size(
         for other in (3, 64):
             np.testing.assert_allclose(outputs[other][str(i)], data[str(i)], atol=1e-6, rtol=0)
     # Each sentence equals the model run on that sentence alone, from zero state.
-    bilm = load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
+    bilm = keras_bilm  # the same files as `model_args`, loaded once per session
     alone = bilm(batch_to_char_ids([SENTENCES[2].split()]))["activations"].numpy()[0]
     np.testing.assert_allclose(data["2"], alone, atol=1e-6, rtol=0)
     # Streamed and written batch by batch, the file holds what the embedder gives for the
