@@ -167,7 +167,7 @@ class CharCNN(keras.layers.Layer):
         for conv in self.convolutions:
             # Max over positions before the activation equals bilm-tf's order for the two
             # monotonic activations it allows (relu, tanh), and is cheaper.
-            pooled.append(ops.max(conv(embedded), axis=1))
+            pooled.append(ops.max(self._convolve(conv, embedded), axis=1))
         x = ops.concatenate(pooled, axis=-1)
         x = ops.relu(x) if self.activation == "relu" else ops.tanh(x)
         for highway in self.highways:
@@ -176,6 +176,29 @@ class CharCNN(keras.layers.Layer):
         token_mask = ops.cast(ops.not_equal(flat[:, 0], 0), x.dtype)
         x = x * token_mask[:, None]
         return ops.reshape(x, (*leading, self.projection_dim))
+
+    def _convolve(self, conv, embedded):
+        """`conv(embedded)` as one matrix product over the unfolded windows: `[N, C, E]` ->
+        `[N, C - w + 1, count]`.
+
+        The same sums as the convolution (`conv`'s kernel `[w, E, count]` read as `[w * E,
+        count]`, window position-major), in an order that is equally fast in TensorFlow and
+        several times faster in ONNX Runtime, whose `Conv` spends most of its time converting
+        the wide outputs of the widest filters out of its blocked layout.
+        """
+        width = conv.kernel.shape[0]
+        positions = self.max_characters_per_token - width + 1
+        if width == 1:
+            windows = embedded
+        else:
+            windows = ops.concatenate(
+                [embedded[:, k : k + positions] for k in range(width)], axis=-1
+            )
+        depth = width * self.char_embedding_dim
+        kernel = ops.reshape(ops.cast(conv.kernel, windows.dtype), (depth, -1))
+        outputs = ops.matmul(ops.reshape(windows, (-1, depth)), kernel)
+        outputs = outputs + ops.cast(conv.bias, outputs.dtype)
+        return ops.reshape(outputs, (-1, positions, kernel.shape[-1]))
 
     def compute_mask(self, char_ids, mask=None):
         return keras.ops.not_equal(char_ids[..., 0], 0)

@@ -59,6 +59,20 @@ def test_char_cnn_matches_numpy_reference(activation):
     np.testing.assert_array_equal(np.asarray(layer.compute_mask(ids)), real)
 
 
+def test_char_cnn_unfolded_convolution_matches_keras_conv1d():
+    # The layer computes each convolution as one matrix product over unfolded windows; Keras's
+    # own Conv1D, run on the same weights, is the reference. Widths 1 and 50 (one position)
+    # are the edge cases of the unfolding.
+    layer = CharCNN(char_embedding_dim=3, filters=[(1, 2), (4, 3), (50, 2)], projection_dim=4)
+    layer.build()
+    embedded = np.random.default_rng(1).standard_normal((6, 50, 3)).astype("float32")
+    for conv in layer.convolutions:
+        got = np.asarray(layer._convolve(conv, embedded))
+        expected = np.asarray(conv(embedded))
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.skipif(
     keras.config.backend() != "tensorflow",
     reason="backend-independent arithmetic, checked in the TensorFlow run (building the "
