@@ -19,11 +19,15 @@ What it does:
    as `elmo-keras embed` does (batches of 64, at most 4,096 tokens; no file is written).
 3. Every mode goes through its embedder (`embed_batch` / `iter_embed`, see
    `inference_modes.py`), so character ids, host-side deduplication and batching are timed.
-   The one-call workloads: `--warmup` calls, then `--repeats` interleaved rounds (each workload
-   once in every mode, the mode order rotating), medians. Each round also times a 4096^2
-   float32 `tf.matmul`: its median GFLOP/s divided by the model's FLOP per real token of
-   20-token sentences (from the configuration: 224.7 MFLOP for the full model) is the
-   ceiling in tokens/s, measured in the same run.
+   The one-call workloads are timed in `--repeats` rounds, medians. `--timing isolated` (the
+   default for the full configuration): in each round every mode runs in a fresh process of
+   its own (the order rotating), `--warmup` calls then one timed call per workload, so that
+   TensorFlow's and ONNX Runtime's thread pools never share a process, as they would not in
+   a user's. `--timing interleaved` (the default for tiny): all modes in this process, each
+   workload once in every mode per round. Each round also times a 4096^2 float32
+   `tf.matmul` here, with no worker running: its median GFLOP/s divided by the model's FLOP
+   per real token of 20-token sentences (from the configuration: 224.7 MFLOP for the full
+   model) is the ceiling in tokens/s, measured in the same run.
 4. Peak memory (`--memory subprocess`, the default for the full configuration): one fresh
    process per mode builds only that mode (an ONNX mode never imports TensorFlow), then per
    workload resets the resident-set high-water mark (`clear_refs`), runs it (one-call
@@ -62,6 +66,7 @@ class Settings:
 
     modes: tuple = DEFAULT_MODES
     config: str = "full"
+    timing: str = "isolated"
     repeats: int = 5
     warmup: int = 1
     embed_repeats: int = 1
@@ -78,6 +83,10 @@ class Settings:
             raise ValueError(
                 f"`config` must be one of {sorted(modes_lib.CONFIGS)}. "
                 f"Received: config={self.config!r}"
+            )
+        if self.timing not in ("isolated", "interleaved"):
+            raise ValueError(
+                f"`timing` must be 'isolated' or 'interleaved'. Received: timing={self.timing!r}"
             )
         if self.memory not in ("subprocess", "none"):
             raise ValueError(
@@ -130,8 +139,9 @@ def _build_modes(modes, ctx, log):
     return embedders, failed
 
 
-def _time_short(embedders, workloads, settings, ctx, failed, log):
-    """Warm-up calls (and the cosines to float32), then interleaved rounds with the matmul."""
+def _warm_up(embedders, workloads, settings, ctx, failed, log):
+    """Warm-up calls, and the cosines of their outputs to the float32 Keras call's; a mode
+    that fails is left out (removed from `embedders`, its error in `failed`)."""
     cosine = {}
     for w in workloads:
         reference = _reference(ctx.bilm, w) if w.batch_size is None else None
@@ -146,6 +156,12 @@ def _time_short(embedders, workloads, settings, ctx, failed, log):
             if reference is not None:
                 cos = common.cosines(outputs[0], reference)
                 cosine[(m, w.name)] = (float(cos.mean()), float(cos.min()))
+    return cosine
+
+
+def _time_short(embedders, workloads, settings, log):
+    """Interleaved rounds in this process (each workload once in every mode, the mode order
+    rotating), each round followed by the matmul; after `_warm_up`."""
     times = {(m, w.name): [] for m in embedders for w in workloads}
     common.matmul_seconds()  # its warm-up
     matmul = []
@@ -158,7 +174,32 @@ def _time_short(embedders, workloads, settings, ctx, failed, log):
         log(f"  round {r + 1}/{settings.repeats} done")
     while len(matmul) < 3:
         matmul.append(common.matmul_seconds())
-    return times, cosine, matmul
+    return times, matmul
+
+
+def _time_isolated(ctx, settings, workloads, log):
+    """`settings.repeats` rounds; in each, every mode (order rotating) in a fresh process of
+    its own, which warms up and then times each workload once, so that no runtime's threads
+    share the process (or a spinning thread pool) with another's; the matmul runs here after
+    each round, with no worker running."""
+    times = {(m, w.name): [] for m in settings.modes for w in workloads}
+    common.matmul_seconds()  # its warm-up
+    matmul, failed = [], {}
+    log(f"timing {settings.repeats} round(s), each mode in a fresh process")
+    for r in range(settings.repeats):
+        for m in common.rotated(tuple(mode for mode in settings.modes if mode not in failed), r):
+            result = _run_worker("--_timing-worker", "TIMING_RESULT", m, ctx, settings)
+            if "error" in result:
+                failed[m] = result["error"]
+                log(f"mode {m} left out: {failed[m]}")
+                continue
+            for w in workloads:
+                times[(m, w.name)].append(result["seconds"][w.name])
+        matmul.append(common.matmul_seconds())
+        log(f"  round {r + 1}/{settings.repeats} done")
+    while len(matmul) < 3:
+        matmul.append(common.matmul_seconds())
+    return times, matmul, failed
 
 
 def _time_long(embedders, workloads, settings, log):
@@ -195,17 +236,42 @@ def _memory_worker(args):
     print("MEMORY_RESULT " + json.dumps(result), flush=True)
 
 
+def _timing_worker(args):
+    """Runs in a fresh process: build one mode, then per one-call workload `--warmup` calls
+    and one timed call."""
+    if args.mode not in ("onnx", "onnx_int8"):
+        modes_lib.set_threads(args.intra_op, args.inter_op)
+    paths = [pathlib.Path(p) for p in (args.options, args.weights, args.workdir)]
+    ctx = modes_lib.Context(*paths, args.config, reuse_export=True)
+    embedder = modes_lib.MODES[args.mode].factory(ctx)
+    workloads, _ = modes_lib.make_workloads(args.seed, 0)
+    seconds = {}
+    for w in workloads:
+        if w.long:
+            continue
+        for _ in range(max(1, args.warmup)):
+            w.run(embedder)
+        seconds[w.name] = common.timed(w.run, embedder)[1]
+    print("TIMING_RESULT " + json.dumps({"mode": args.mode, "seconds": seconds}), flush=True)
+
+
 def _run_memory_worker(mode, ctx, settings):
-    command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--_memory-worker"]
+    return _run_worker("--_memory-worker", "MEMORY_RESULT", mode, ctx, settings)
+
+
+def _run_worker(flag, marker, mode, ctx, settings):
+    """Runs this script as a worker for `mode` and returns the JSON after `marker`."""
+    command = [sys.executable, str(pathlib.Path(__file__).resolve()), flag]
     command += ["--mode", mode, "--config", settings.config, "--seed", str(settings.seed)]
+    command += ["--warmup", str(settings.warmup)]
     command += ["--options", str(ctx.options_path), "--weights", str(ctx.weights_path)]
     command += ["--workdir", str(ctx.workdir), "--embed-lines", str(settings.embed_lines)]
-    for flag, value in (("--intra-op", settings.intra_op), ("--inter-op", settings.inter_op)):
-        command += [] if value is None else [flag, str(value)]
+    for option, value in (("--intra-op", settings.intra_op), ("--inter-op", settings.inter_op)):
+        command += [] if value is None else [option, str(value)]
     proc = subprocess.run(command, capture_output=True, text=True)
     for line in proc.stdout.splitlines():
-        if line.startswith("MEMORY_RESULT "):
-            return json.loads(line[len("MEMORY_RESULT ") :])
+        if line.startswith(marker + " "):
+            return json.loads(line[len(marker) + 1 :])
     tail = "\n".join((proc.stderr or "").strip().splitlines()[-5:])
     return {"mode": mode, "error": f"worker exited {proc.returncode}: {tail}"}
 
@@ -260,17 +326,28 @@ def run_benchmark(settings, log=print):
         embedders, failed = _build_modes(modes, ctx, log)
         short = [w for w in workloads if not w.long]
         long = [w for w in workloads if w.long]
-        times, cosine, matmul = _time_short(embedders, short, settings, ctx, failed, log)
+        cosine = _warm_up(embedders, short, settings, ctx, failed, log)
         modes = tuple(m for m in modes if m in embedders)
         settings = dataclasses.replace(settings, modes=modes)
+        if settings.timing == "interleaved":
+            times, matmul = _time_short(embedders, short, settings, log)
+        else:
+            del embedders  # the workers need the memory more
+            embedders = {}
+            times, matmul, isolated_failed = _time_isolated(ctx, settings, short, log)
+            failed.update(isolated_failed)
+            modes = tuple(m for m in modes if m not in isolated_failed)
+            settings = dataclasses.replace(settings, modes=modes)
         memory = {}
         if settings.memory == "subprocess":
-            del embedders  # the workers need the memory more
+            embedders.clear()  # the workers need the memory more
             memory = _measure_memory(ctx, settings, log)
             for m, result in memory.items():
                 for w in long:
                     times[(m, w.name)] = [result["seconds"][w.name]] if "seconds" in result else []
         else:
+            if not embedders and long:  # isolated timing let them go: build them again
+                embedders, _ = _build_modes(modes, ctx, log)
             times.update(_time_long(embedders, long, settings, log))
         timing_peak = common.peak_rss_mb()
         parameters = int(ctx.bilm.count_params())
@@ -283,6 +360,7 @@ def run_benchmark(settings, log=print):
         "options": modes_lib.CONFIGS[settings.config],
         "parameters": parameters,
         "text_source": source,
+        "timing": settings.timing,
         "repeats": settings.repeats,
         "warmup": settings.warmup,
         "embed_repeats": settings.embed_repeats,
@@ -311,7 +389,14 @@ def _parser():
         help=f"comma-separated, among {','.join(modes_lib.MODES)} (default %(default)s; "
         "keras_bf16 only where the CPU has avx512_bf16/amx_bf16 or a GPU is present)",
     )
-    add("--repeats", type=int, default=5, help="interleaved rounds of the one-call workloads")
+    add(
+        "--timing",
+        choices=("isolated", "interleaved"),
+        default=None,
+        help="one-call workloads: each mode in its own fresh process per round (isolated), or "
+        "all modes in this process (default: isolated for full, interleaved for tiny)",
+    )
+    add("--repeats", type=int, default=5, help="rounds of the one-call workloads")
     add("--warmup", type=int, default=1, help="at least 1 (its outputs give the cosines)")
     add(
         "--embed-lines",
@@ -334,6 +419,7 @@ def _parser():
     add("--json", default=None, help="write the results here")
     # Internal: the per-mode memory process.
     add("--_memory-worker", dest="memory_worker", action="store_true", help=argparse.SUPPRESS)
+    add("--_timing-worker", dest="timing_worker", action="store_true", help=argparse.SUPPRESS)
     add("--mode", help=argparse.SUPPRESS)
     add("--options", help=argparse.SUPPRESS)
     add("--weights", help=argparse.SUPPRESS)
@@ -342,13 +428,14 @@ def _parser():
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    if args.memory_worker:
-        _memory_worker(args)
+    if args.memory_worker or args.timing_worker:
+        (_memory_worker if args.memory_worker else _timing_worker)(args)
         return 0
     full = args.config == "full"
     settings = Settings(
         modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
         config=args.config,
+        timing=args.timing or ("isolated" if full else "interleaved"),
         repeats=args.repeats,
         warmup=max(args.warmup, 1),
         embed_repeats=args.embed_repeats,

@@ -299,13 +299,18 @@ def _keras_call(kind):
 
 @functools.cache
 def _export_code_sha256():
-    """The export code as this process first saw it (one export per run, even if its files
-    are edited meanwhile)."""
+    """The package's code as this process first saw it (one export per run, even if its files
+    are edited meanwhile): the layers and models shape the exported graphs as much as the
+    exporter does."""
     import elmo_keras.export
 
+    import elmo_keras
+
     code = hashlib.sha256()
-    for path in sorted(pathlib.Path(elmo_keras.export.__file__).parent.glob("*.py")):
-        code.update(path.read_bytes())
+    for module in (elmo_keras, elmo_keras.export):  # two folders in a checkout
+        package = pathlib.Path(module.__file__).parent
+        for path in sorted(package.rglob("*.py")):
+            code.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return code.hexdigest()
 
 

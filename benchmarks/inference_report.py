@@ -226,9 +226,14 @@ def format_table(results):
     notes += [
         "",
         f"tokens = real input tokens (no boundaries, no padding), end to end from token lists. "
-        f"One-call workloads: medians of {results['repeats']} interleaved rounds after "
-        f"{results['warmup']} warm-up call(s). embed workloads (iter_embed, batches of 64, at "
-        "most 4,096 tokens): "
+        f"One-call workloads: medians of {results['repeats']} rounds, "
+        + (
+            "each mode in a fresh process of its own per round (the order rotating), "
+            if results.get("timing", "interleaved") == "isolated"
+            else "all modes interleaved in one process, "
+        )
+        + f"after {results['warmup']} warm-up call(s). "
+        "embed workloads (iter_embed, batches of 64, at most 4,096 tokens): "
         + (
             "one call each in the fresh per-mode process."
             if results["memory_workers"]
@@ -241,7 +246,9 @@ def format_table(results):
         "run (x AllenNLP only for the full configuration).",
         f"Text: {results['text_source']}. bf16: {results['bf16']['why']}.",
         *(f"Mode {m} FAILED, left out: {e}" for m, e in results.get("failed_modes", {}).items()),
-        "Timing process (all modes in one process) peak RSS: "
+        "Main process (Keras reference and quality pass"
+        + ("" if results.get("timing") == "isolated" else ", interleaved timing")
+        + ") peak RSS: "
         f"{results['timing_process_peak_rss_mb']:.0f} MB.",
         common.machine_line(results["environment"]),
     ]
