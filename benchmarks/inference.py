@@ -230,8 +230,7 @@ def run_benchmark(settings, log=print):
         if settings.timing == "interleaved":
             times, matmul = _time_short(embedders, short, settings, log)
         else:
-            del embedders  # the workers need the memory more
-            embedders = {}
+            embedders = {}  # the workers need the memory more
             times, matmul, isolated_failed = workers.time_isolated(ctx, settings, short, log)
             failed.update(isolated_failed)
             modes = tuple(m for m in modes if m not in isolated_failed)

@@ -39,19 +39,24 @@ def time_isolated(ctx, settings, workloads, log):
     return times, matmul, failed
 
 
-def memory_worker(args):
-    """Runs in a fresh process: build one mode, then each workload (short ones first)."""
+def _build_alone(args):
+    """A worker's one mode, built from the files the main process wrote (exports reused)."""
     if args.mode not in ("onnx", "onnx_int8"):
         modes_lib.set_threads(args.intra_op, args.inter_op)
     paths = [pathlib.Path(p) for p in (args.options, args.weights, args.workdir)]
     ctx = modes_lib.Context(*paths, args.config, reuse_export=True)
-    embedder = modes_lib.MODES[args.mode].factory(ctx)
+    return modes_lib.MODES[args.mode].factory(ctx)
+
+
+def memory_worker(args):
+    """Runs in a fresh process: build one mode, then each workload (short ones first)."""
+    embedder = _build_alone(args)
     result = {"mode": args.mode, "rss_after_load_mb": common.peak_rss_mb(), "peak_reset": True}
     result.update(peak_rss_mb={}, seconds={})
     workloads, _ = modes_lib.make_workloads(args.seed, args.embed_lines)
     for w in workloads:  # smallest first: without clear_refs the peak is cumulative
         result["peak_reset"] &= common.reset_peak_rss()
-        if not w.long:
+        for _ in range(0 if w.long else max(1, args.warmup)):
             w.run(embedder)
         result["seconds"][w.name] = common.timed(w.run, embedder)[1]
         result["peak_rss_mb"][w.name] = common.peak_rss_mb()
@@ -61,11 +66,7 @@ def memory_worker(args):
 def timing_worker(args):
     """Runs in a fresh process: build one mode, then per one-call workload `--warmup` calls
     and one timed call."""
-    if args.mode not in ("onnx", "onnx_int8"):
-        modes_lib.set_threads(args.intra_op, args.inter_op)
-    paths = [pathlib.Path(p) for p in (args.options, args.weights, args.workdir)]
-    ctx = modes_lib.Context(*paths, args.config, reuse_export=True)
-    embedder = modes_lib.MODES[args.mode].factory(ctx)
+    embedder = _build_alone(args)
     workloads, _ = modes_lib.make_workloads(args.seed, 0)
     seconds = {}
     for w in workloads:
@@ -75,10 +76,6 @@ def timing_worker(args):
             w.run(embedder)
         seconds[w.name] = common.timed(w.run, embedder)[1]
     print("TIMING_RESULT " + json.dumps({"mode": args.mode, "seconds": seconds}), flush=True)
-
-
-def run_memory_worker(mode, ctx, settings):
-    return run_worker("--_memory-worker", "MEMORY_RESULT", mode, ctx, settings)
 
 
 def run_worker(flag, marker, mode, ctx, settings):
@@ -103,7 +100,11 @@ def measure_memory(ctx, settings, log):
     log(f"memory: a fresh process per mode ({jobs} at a time)")
     results = {}
     with ThreadPoolExecutor(jobs) as pool:
-        for result in pool.map(lambda m: run_memory_worker(m, ctx, settings), settings.modes):
+
+        def run(mode):
+            return run_worker("--_memory-worker", "MEMORY_RESULT", mode, ctx, settings)
+
+        for result in pool.map(run, settings.modes):
             results[result["mode"]] = result
             log(f"  {result['mode']}: {result.get('error') or 'done'}")
     return results

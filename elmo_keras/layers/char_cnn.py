@@ -182,9 +182,9 @@ class CharCNN(keras.layers.Layer):
         `[N, C - w + 1, count]`.
 
         The same sums as the convolution (`conv`'s kernel `[w, E, count]` read as `[w * E,
-        count]`, window position-major), in an order that is equally fast in TensorFlow and
-        several times faster in ONNX Runtime, whose `Conv` spends most of its time converting
-        the wide outputs of the widest filters out of its blocked layout.
+        count]`, window position-major). As fast in TensorFlow; in an exported ONNX model the
+        widest filter's product took ~150 ms where ONNX Runtime's `Conv` and the conversion
+        of its wide output out of the blocked layout took 214 ms (full model, 64 x 20 tokens).
         """
         width = conv.kernel.shape[0]
         positions = self.max_characters_per_token - width + 1
