@@ -21,8 +21,11 @@ from elmo_keras.text.char_ids import (
 from elmo_keras.weights import load_weights
 
 # The length-aware path runs the char CNN over the distinct tokens at most this many at a time,
-# so that a very long input never holds every token's convolution activations at once.
-CHAR_CNN_CHUNK = 1024
+# so that a very long input never holds every token's convolution activations at once. 256
+# rather than 1024 keeps a chunk's widest activations (~45 MB) nearer the cache: exports with
+# 64, 128, 256 and 1024 alternating in one process (10 calls each, 64 x 20 tokens) ran 3.0,
+# 2.6 and 4.5% faster than 1024 in ONNX Runtime; in TensorFlow 256 ran as fast as 1024.
+CHAR_CNN_CHUNK = 256
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -50,7 +53,7 @@ class BiLM(keras.Model):
             activation: the `CharCNN` arguments; defaults are the published model's.
         dropout: float. Dropout on the LSTM inputs during training. Defaults to `0.0`.
         length_aware: bool. At inference (`training` falsy), run the char CNN once per distinct
-            token (in chunks of 1024) and the biLSTM packed by length (see `ProjectedBiLSTM`):
+            token (in chunks of 256) and the biLSTM packed by length (see `ProjectedBiLSTM`):
             the same numbers as the plain path, much less work on uneven batches. Training
             always takes the plain path. Defaults to `True`.
         **kwargs: other keyword arguments of `keras.Model`.
