@@ -302,9 +302,7 @@ def _export_code_sha256():
     """The package's code as this process first saw it (one export per run, even if its files
     are edited meanwhile): the layers and models shape the exported graphs as much as the
     exporter does."""
-    import elmo_keras.export
-
-    import elmo_keras
+    import elmo_keras.export  # binds `elmo_keras` too
 
     code = hashlib.sha256()
     for module in (elmo_keras, elmo_keras.export):  # two folders in a checkout

@@ -182,6 +182,7 @@ def _row_cells(r):
 def format_table(results):
     """The rows as a markdown table, then the ceiling, the targets, notes and the machine."""
     ref = results["allennlp_reference"]
+    isolated = results.get("timing") == "isolated"  # results before it were interleaved
     lines = [common.table_header(COLUMNS)]
     shown = set()
     for r in results["rows"]:
@@ -229,7 +230,7 @@ def format_table(results):
         f"One-call workloads: medians of {results['repeats']} rounds, "
         + (
             "each mode in a fresh process of its own per round (the order rotating), "
-            if results.get("timing", "interleaved") == "isolated"
+            if isolated
             else "all modes interleaved in one process, "
         )
         + f"after {results['warmup']} warm-up call(s). "
@@ -247,7 +248,7 @@ def format_table(results):
         f"Text: {results['text_source']}. bf16: {results['bf16']['why']}.",
         *(f"Mode {m} FAILED, left out: {e}" for m, e in results.get("failed_modes", {}).items()),
         "Main process (Keras reference and quality pass"
-        + ("" if results.get("timing") == "isolated" else ", interleaved timing")
+        + ("" if isolated else ", interleaved timing")
         + ") peak RSS: "
         f"{results['timing_process_peak_rss_mb']:.0f} MB.",
         common.machine_line(results["environment"]),

@@ -207,7 +207,10 @@ def packing_plan(lengths, steps, gate_width):
     sorted, `positions` `[N, 2]` (the real positions, time-major, so that step `t`'s rows are
     the slice `offsets[t]:offsets[t] + counts[t]` of a packed `[N, ...]` tensor), `counts` and
     `offsets` per step over `n_windows * window` steps (>= the longest row), and `mask`
-    `[steps, batch, 1]` (1.0 at real positions).
+    `[steps, batch, 1]` (1.0 at real positions). For `packed_recurrence`'s steps, tables with
+    one row per step: `z_begin` and `z_size` (where the step's rows sit in its window's gate
+    inputs `[rows, gate_width]`) and `state_split` (running and finished rows, int64 as ONNX's
+    `Split` takes them). Every layer and direction shares them.
     """
     batch = tf.shape(lengths)[0]
     order = tf.argsort(lengths, direction="DESCENDING", stable=True)
@@ -219,6 +222,8 @@ def packing_plan(lengths, steps, gate_width):
     window = tf.maximum(1, (longest + n_windows - 1) // n_windows)  # balanced windows
     running = lengths[None, :] > tf.range(n_windows * window)[:, None]
     counts = tf.reduce_sum(tf.cast(running, tf.int32), axis=1)
+    offsets = tf.concat([[0], tf.cumsum(counts)], axis=0)
+    window_start = tf.gather(offsets, (tf.range(n_windows * window) // window) * window)
     mask = tf.transpose(tf.sequence_mask(lengths, steps))
     return {
         "order": order,
@@ -226,7 +231,11 @@ def packing_plan(lengths, steps, gate_width):
         "lengths": lengths,
         "positions": tf.where(mask),
         "counts": counts,
-        "offsets": tf.concat([[0], tf.cumsum(counts)], axis=0),
+        "offsets": offsets,
+        # an explicit width rather than -1: a size of -1 costs five operators a step in ONNX
+        "z_begin": tf.stack([offsets[:-1] - window_start, tf.zeros_like(counts)], axis=1),
+        "z_size": tf.stack([counts, tf.fill(tf.shape(counts), gate_width)], axis=1),
+        "state_split": tf.cast(tf.stack([counts, batch - counts], axis=1), tf.int64),
         "window": window,
         "n_windows": n_windows,
         "mask": tf.cast(mask, tf.float32)[:, :, None],
@@ -241,20 +250,14 @@ def packed_recurrence(cell, packed, plan, h, c):
     loop over windows computes the window's input projection, an inner loop its steps; step
     `t` computes only its `counts[t]` running rows (a prefix, rows being sorted).
 
-    What a step needs of the plan (its rows' place in the window's gate inputs, its split of
-    the state) is tabulated before the loops and read with one `gather` each, and a step
-    writes its whole new state (the mask zeroes finished rows afterwards): indexing and
-    padding inside the loop body became 89 operators per step in an ONNX export, now 38.
+    A step reads its rows' place and its state split from the plan's tables (one `gather`
+    each) and writes its whole new state; the mask zeroes finished rows after the loops. The
+    exported step body has 38 ONNX operators (89 when the step sliced with Python indices and
+    padded its output).
     """
-    counts, offsets, window = plan["counts"], plan["offsets"], plan["window"]
+    offsets, window = plan["offsets"], plan["window"]
+    z_begin, z_size, state_split = plan["z_begin"], plan["z_size"], plan["state_split"]
     batch = tf.shape(h)[0]
-    step_ids = tf.range(tf.shape(counts)[0])
-    window_offsets = tf.gather(offsets, (step_ids // window) * window)
-    # Per step: the begin and size of its rows in the window's gate inputs `z`, and the
-    # split of the state into running and finished rows (int64: what ONNX's Split takes).
-    z_begin = tf.stack([offsets[:-1] - window_offsets, tf.zeros_like(counts)], axis=1)
-    z_size = tf.stack([counts, tf.fill(tf.shape(counts), 4 * cell.lstm_units)], axis=1)
-    state_split = tf.cast(tf.stack([counts, batch - counts], axis=1), tf.int64)
 
     def window_body(w, h, c, windows):
         first = w * window
