@@ -21,10 +21,11 @@ What it does:
    `inference_modes.py`), so character ids, host-side deduplication and batching are timed.
    The one-call workloads are timed in `--repeats` rounds, medians. `--timing isolated` (the
    default for the full configuration): in each round every mode runs in a fresh process of
-   its own (the order rotating), `--warmup` calls then one timed call per workload, so that
-   TensorFlow's and ONNX Runtime's thread pools never share a process, as they would not in
-   a user's. `--timing interleaved` (the default for tiny): all modes in this process, each
-   workload once in every mode per round. Each round also times a 4096^2 float32
+   its own (the order rotating), `--warmup` calls then `--calls` timed calls per workload
+   (3 by default; the median is over all rounds' calls), so that TensorFlow's and ONNX
+   Runtime's thread pools never share a process, as they would not in a user's.
+   `--timing interleaved` (the default for tiny): all modes in this process, each workload
+   once in every mode per round. Each round also times a 4096^2 float32
    `tf.matmul` here, with no worker running: its median GFLOP/s divided by the model's FLOP
    per real token of 20-token sentences (from the configuration: 224.7 MFLOP for the full
    model) is the ceiling in tokens/s, measured in the same run.
@@ -67,6 +68,7 @@ class Settings:
     timing: str = "isolated"
     repeats: int = 5
     warmup: int = 1
+    calls: int = 3
     embed_repeats: int = 1
     embed_lines: int = 10000
     memory: str = "subprocess"
@@ -96,10 +98,11 @@ class Settings:
                 f"`modes` must be among {sorted(modes_lib.MODES)}. "
                 f"Received: modes={','.join(self.modes)}"
             )
-        if min(self.repeats, self.embed_repeats, self.embed_lines + 1) < 1:
+        if min(self.repeats, self.embed_repeats, self.calls, self.embed_lines + 1) < 1:
             raise ValueError(
-                "`repeats` and `embed_repeats` must be >= 1, `embed_lines` >= 0. Received: "
-                f"{self.repeats}, {self.embed_repeats}, {self.embed_lines}"
+                "`repeats`, `embed_repeats` and `calls` must be >= 1, `embed_lines` >= 0. "
+                f"Received: repeats={self.repeats}, embed_repeats={self.embed_repeats}, "
+                f"calls={self.calls}, embed_lines={self.embed_lines}"
             )
 
 
@@ -260,6 +263,7 @@ def run_benchmark(settings, log=print):
         "timing": settings.timing,
         "repeats": settings.repeats,
         "warmup": settings.warmup,
+        "calls": settings.calls if settings.timing == "isolated" else 1,
         "embed_repeats": settings.embed_repeats,
         "bf16": {"available": bf16_ok, "why": bf16_why},
         "memory_method": report.memory_method(settings.memory, memory),
@@ -295,6 +299,12 @@ def _parser():
     )
     add("--repeats", type=int, default=5, help="rounds of the one-call workloads")
     add("--warmup", type=int, default=1, help="at least 1 (its outputs give the cosines)")
+    add(
+        "--calls",
+        type=int,
+        default=3,
+        help="timed calls per one-call workload in each isolated worker (default %(default)s)",
+    )
     add(
         "--embed-lines",
         type=int,
@@ -335,6 +345,7 @@ def main(argv=None):
         timing=args.timing or ("isolated" if full else "interleaved"),
         repeats=args.repeats,
         warmup=max(args.warmup, 1),
+        calls=args.calls,
         embed_repeats=args.embed_repeats,
         embed_lines=(10000 if full else 1000) if args.embed_lines is None else args.embed_lines,
         memory=args.memory or ("subprocess" if full else "none"),

@@ -229,7 +229,8 @@ def format_table(results):
         f"tokens = real input tokens (no boundaries, no padding), end to end from token lists. "
         f"One-call workloads: medians of {results['repeats']} rounds, "
         + (
-            "each mode in a fresh process of its own per round (the order rotating), "
+            "each mode in a fresh process of its own per round (the order rotating) timing "
+            f"{results.get('calls', 1)} call(s) per workload, "
             if isolated
             else "all modes interleaved in one process, "
         )

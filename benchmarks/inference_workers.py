@@ -16,9 +16,9 @@ SCRIPT = pathlib.Path(__file__).resolve().with_name("inference.py")
 
 def time_isolated(ctx, settings, workloads, log):
     """`settings.repeats` rounds; in each, every mode (order rotating) in a fresh process of
-    its own, which warms up and then times each workload once, so that no runtime's threads
-    share the process (or a spinning thread pool) with another's; the matmul runs here after
-    each round, with no worker running."""
+    its own, which warms up and then times each workload `settings.calls` times, so that no
+    runtime's threads share the process (or a spinning thread pool) with another's; the
+    matmul runs here after each round, with no worker running."""
     times = {(m, w.name): [] for m in settings.modes for w in workloads}
     common.matmul_seconds()  # its warm-up
     matmul, failed = [], {}
@@ -31,7 +31,7 @@ def time_isolated(ctx, settings, workloads, log):
                 log(f"mode {m} left out: {failed[m]}")
                 continue
             for w in workloads:
-                times[(m, w.name)].append(result["seconds"][w.name])
+                times[(m, w.name)].extend(result["seconds"][w.name])
         matmul.append(common.matmul_seconds())
         log(f"  round {r + 1}/{settings.repeats} done")
     while len(matmul) < 3:
@@ -65,7 +65,7 @@ def memory_worker(args):
 
 def timing_worker(args):
     """Runs in a fresh process: build one mode, then per one-call workload `--warmup` calls
-    and one timed call."""
+    and `--calls` timed calls (all of their times are reported)."""
     embedder = _build_alone(args)
     workloads, _ = modes_lib.make_workloads(args.seed, 0)
     seconds = {}
@@ -74,7 +74,7 @@ def timing_worker(args):
             continue
         for _ in range(max(1, args.warmup)):
             w.run(embedder)
-        seconds[w.name] = common.timed(w.run, embedder)[1]
+        seconds[w.name] = [common.timed(w.run, embedder)[1] for _ in range(max(1, args.calls))]
     print("TIMING_RESULT " + json.dumps({"mode": args.mode, "seconds": seconds}), flush=True)
 
 
@@ -82,7 +82,7 @@ def run_worker(flag, marker, mode, ctx, settings):
     """Runs this script as a worker for `mode` and returns the JSON after `marker`."""
     command = [sys.executable, str(SCRIPT), flag]
     command += ["--mode", mode, "--config", settings.config, "--seed", str(settings.seed)]
-    command += ["--warmup", str(settings.warmup)]
+    command += ["--warmup", str(settings.warmup), "--calls", str(settings.calls)]
     command += ["--options", str(ctx.options_path), "--weights", str(ctx.weights_path)]
     command += ["--workdir", str(ctx.workdir), "--embed-lines", str(settings.embed_lines)]
     for option, value in (("--intra-op", settings.intra_op), ("--inter-op", settings.inter_op)):
