@@ -25,7 +25,7 @@ What it does:
    (3 by default; the median is over all rounds' calls), so that TensorFlow's and ONNX
    Runtime's thread pools never share a process, as they would not in a user's.
    `--timing interleaved` (the default for tiny): all modes in this process, each workload
-   once in every mode per round. Each round also times a 4096^2 float32
+   `--calls` times in every mode per round. Each round also times a 4096^2 float32
    `tf.matmul` here, with no worker running: its median GFLOP/s divided by the model's FLOP
    per real token of 20-token sentences (from the configuration: 224.7 MFLOP for the full
    model) is the ceiling in tokens/s, measured in the same run.
@@ -161,8 +161,8 @@ def _warm_up(embedders, workloads, settings, ctx, failed, log):
 
 
 def _time_short(embedders, workloads, settings, log):
-    """Interleaved rounds in this process (each workload once in every mode, the mode order
-    rotating), each round followed by the matmul; after `_warm_up`."""
+    """Interleaved rounds in this process (each workload `settings.calls` times in every mode,
+    the mode order rotating), each round followed by the matmul; after `_warm_up`."""
     times = {(m, w.name): [] for m in embedders for w in workloads}
     common.matmul_seconds()  # its warm-up
     matmul = []
@@ -170,7 +170,8 @@ def _time_short(embedders, workloads, settings, log):
     for r in range(settings.repeats):
         for w in workloads:
             for m in common.rotated(tuple(embedders), r):
-                times[(m, w.name)].append(common.timed(w.run, embedders[m])[1])
+                for _ in range(settings.calls):
+                    times[(m, w.name)].append(common.timed(w.run, embedders[m])[1])
         matmul.append(common.matmul_seconds())
         log(f"  round {r + 1}/{settings.repeats} done")
     while len(matmul) < 3:
@@ -183,7 +184,8 @@ def _time_long(embedders, workloads, settings, log):
     for r in range(settings.embed_repeats):
         for w in workloads:
             for m in common.rotated(tuple(embedders), r):
-                times[(m, w.name)].append(common.timed(w.run, embedders[m])[1])
+                for _ in range(settings.calls):
+                    times[(m, w.name)].append(common.timed(w.run, embedders[m])[1])
                 log(f"  {w.name} {m}: {times[(m, w.name)][-1]:.1f} s")
     return times
 
@@ -263,7 +265,7 @@ def run_benchmark(settings, log=print):
         "timing": settings.timing,
         "repeats": settings.repeats,
         "warmup": settings.warmup,
-        "calls": settings.calls if settings.timing == "isolated" else 1,
+        "calls": settings.calls,
         "embed_repeats": settings.embed_repeats,
         "bf16": {"available": bf16_ok, "why": bf16_why},
         "memory_method": report.memory_method(settings.memory, memory),
@@ -303,7 +305,7 @@ def _parser():
         "--calls",
         type=int,
         default=3,
-        help="timed calls per one-call workload in each isolated worker (default %(default)s)",
+        help="timed calls per one-call workload, mode and round (default %(default)s)",
     )
     add(
         "--embed-lines",

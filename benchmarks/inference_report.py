@@ -229,12 +229,12 @@ def format_table(results):
         f"tokens = real input tokens (no boundaries, no padding), end to end from token lists. "
         f"One-call workloads: medians of {results['repeats']} rounds, "
         + (
-            "each mode in a fresh process of its own per round (the order rotating) timing "
-            f"{results.get('calls', 1)} call(s) per workload, "
+            "each mode in a fresh process of its own per round (the order rotating), "
             if isolated
             else "all modes interleaved in one process, "
         )
-        + f"after {results['warmup']} warm-up call(s). "
+        + f"{results.get('calls', 1)} timed call(s) per workload and mode in each round, "
+        f"after {results['warmup']} warm-up call(s). "
         "embed workloads (iter_embed, batches of 64, at most 4,096 tokens): "
         + (
             "one call each in the fresh per-mode process."

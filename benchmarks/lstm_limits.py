@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """What limits the full biLSTM on this CPU (issue 10): two probes behind docs/benchmarks.md.
 
-    python benchmarks/lstm_limits.py [--json PATH]        # about 3 minutes on 2 cores
+    python benchmarks/lstm_limits.py [--json PATH]        # about a minute on 2 cores
 
 1. `directions`: Keras's `ProjectedBiLSTM` of the published size (random weights, packed path)
    on 64 x 22 positions, in two fresh processes: TensorFlow's default inter-op threads, which
-   run the forward and the backward loops at the same time, and `inter_op=1`, which runs them
-   one after the other as ONNX Runtime's sequential executor does. Medians of 5 calls.
+   may run the forward and the backward loops at the same time, and `inter_op=1`, which runs
+   them one after the other as ONNX Runtime's sequential executor does. Medians of 5 calls.
 2. `products`: one recurrent step's two products, `[n, 512] @ [512, 16384]` then
    `[n, 4096] @ [4096, 512]` (40 MB of float32 weights), for n running rows, 50 steps in a
    loop: TensorFlow (`tf.while_loop` in a `tf.function`) against ONNX Runtime (one session
@@ -18,13 +18,20 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 
 import common
 import numpy as np
 
 ROWS = (1, 4, 16, 32, 64)
 STEPS = 50
+
+
+def _seconds_per_step(run_steps):
+    """Median over 5 calls of `run_steps()` (which runs `STEPS` steps), per step; after one
+    warm-up call."""
+    run_steps()
+    return statistics.median(common.timed(run_steps)[1] / STEPS for _ in range(5))
+
 
 DIRECTIONS_CHILD = """
 import json, sys, time, statistics
@@ -76,17 +83,8 @@ def _tf_products():
 
         return tf.while_loop(lambda i, _: i < STEPS, body, (0, h))[1]
 
-    times = {}
-    for n in ROWS:
-        h = tf.constant(rng.normal(size=(n, 512)).astype("float32"))
-        steps(h)
-        runs = []
-        for _ in range(5):
-            start = time.perf_counter()
-            steps(h).numpy()
-            runs.append((time.perf_counter() - start) / STEPS)
-        times[n] = statistics.median(runs)
-    return times
+    rows = {n: tf.constant(rng.normal(size=(n, 512)).astype("float32")) for n in ROWS}
+    return {n: _seconds_per_step(lambda h=h: steps(h).numpy()) for n, h in rows.items()}
 
 
 def _ort_products():
@@ -115,19 +113,13 @@ def _ort_products():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
     session = onnxruntime.InferenceSession(model.SerializeToString())
-    times = {}
-    for n in ROWS:
-        h = rng.normal(size=(n, 512)).astype("float32")
-        for _ in range(10):
+
+    def run_steps(h):
+        for _ in range(STEPS):
             session.run(None, {"h": h})
-        runs = []
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(STEPS):
-                session.run(None, {"h": h})
-            runs.append((time.perf_counter() - start) / STEPS)
-        times[n] = statistics.median(runs)
-    return times
+
+    rows = {n: rng.normal(size=(n, 512)).astype("float32") for n in ROWS}
+    return {n: _seconds_per_step(lambda h=h: run_steps(h)) for n, h in rows.items()}
 
 
 def main(argv=None):
