@@ -287,7 +287,7 @@ def check_keras_file_round_trip(model, inputs, tmp_path=None, atol=0.0):
 
 def _check_one_fit_step(layer, input_data, learning_rate=0.01):
     """Layer + a `Dense(1)` head on each float output, compiled with SGD: one `train_on_batch`
-    moves every trainable weight of the layer, and the loss (in inference mode) falls.
+    moves every trainable weight of the layer, and a step on the inference-mode loss lowers it.
 
     The layer runs without a `mask` argument here (masks are checked by the calls above): a
     Keras loss applies the mask of its prediction, which must then fit the prediction's shape.
@@ -298,9 +298,7 @@ def _check_one_fit_step(layer, input_data, learning_rate=0.01):
     heads = [keras.layers.Dense(1)(x) for x in features]
     model = keras.Model(model_inputs, heads if len(heads) > 1 else heads[0])
     loss_fn = keras.losses.MeanSquaredError()
-    # A clipped step (length <= learning_rate) lowers the loss whatever its scale.
-    optimizer = keras.optimizers.SGD(learning_rate, global_clipnorm=1.0)
-    model.compile(optimizer=optimizer, loss=loss_fn if len(heads) == 1 else [loss_fn] * len(heads))
+    losses = loss_fn if len(heads) == 1 else [loss_fn] * len(heads)
     data = keras.tree.flatten(input_data)
     targets = keras.tree.map_structure(lambda y: np.ones(y.shape, "float32"), model(data))
 
@@ -308,18 +306,44 @@ def _check_one_fit_step(layer, input_data, learning_rate=0.01):
         pairs = zip(keras.tree.flatten(targets), keras.tree.flatten(model(data)), strict=True)
         return sum(float(loss_fn(t, y)) for t, y in pairs)
 
+    # 1. A training-mode step (dropout on, where the layer has any) moves every weight.
+    initial = model.get_weights()
     before = [np.array(w) for w in layer.trainable_weights]
-    loss_before = inference_loss()
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate, global_clipnorm=1.0), loss=losses)
     loss = model.train_on_batch(data, targets)
     assert np.all(np.isfinite(loss)), f"`{name}` gave a non-finite loss in one step: {loss}"
     for value, weight in zip(before, layer.trainable_weights, strict=True):
         assert not np.array_equal(value, np.asarray(weight)), (
             f"one training step of `{name}` left {weight.path} unchanged"
         )
+
+    # 2. From the same start, a step along the gradient of the inference-mode loss lowers that
+    # loss. A short step (clipped to length <= learning_rate) along the exact negative gradient
+    # descends whatever the gradient's scale; a training-mode gradient follows one dropout mask
+    # and need not be a descent direction for the inference loss, so it is not the one checked.
+    model.set_weights(initial)
+    loss_before = inference_loss()
+    inference_model = _InferenceMode(model)
+    inference_model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate, global_clipnorm=1.0), loss=losses
+    )
+    inference_model.train_on_batch(data, targets)
     loss_after = inference_loss()
     assert loss_after < loss_before, (
-        f"one training step of `{name}` did not lower the loss: {loss_before} -> {loss_after}"
+        f"one step on the inference loss of `{name}` did not lower it: "
+        f"{loss_before} -> {loss_after}"
     )
+
+
+class _InferenceMode(keras.Model):
+    """Runs `model` with `training=False` inside `fit`: its gradient is the inference loss's."""
+
+    def __init__(self, model):
+        super().__init__(name="inference_mode")
+        self.model = model
+
+    def call(self, inputs):
+        return self.model(inputs, training=False)
 
 
 def _check_mixed_precision(layer_cls, init_kwargs, input_data, call_kwargs):
