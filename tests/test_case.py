@@ -298,9 +298,15 @@ def _check_one_fit_step(layer, input_data, learning_rate=0.01):
     heads = [keras.layers.Dense(1)(x) for x in features]
     model = keras.Model(model_inputs, heads if len(heads) > 1 else heads[0])
     loss_fn = keras.losses.MeanSquaredError()
-    losses = loss_fn if len(heads) == 1 else [loss_fn] * len(heads)
     data = keras.tree.flatten(input_data)
     targets = keras.tree.map_structure(lambda y: np.ones(y.shape, "float32"), model(data))
+
+    def one_step(m):
+        # A clipped step (length <= learning_rate) along the exact negative gradient of a loss
+        # lowers that loss whatever the gradient's scale.
+        optimizer = keras.optimizers.SGD(learning_rate, global_clipnorm=1.0)
+        m.compile(optimizer=optimizer, loss=loss_fn if len(heads) == 1 else [loss_fn] * len(heads))
+        return m.train_on_batch(data, targets)
 
     def inference_loss():
         pairs = zip(keras.tree.flatten(targets), keras.tree.flatten(model(data)), strict=True)
@@ -309,25 +315,19 @@ def _check_one_fit_step(layer, input_data, learning_rate=0.01):
     # 1. A training-mode step (dropout on, where the layer has any) moves every weight.
     initial = model.get_weights()
     before = [np.array(w) for w in layer.trainable_weights]
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate, global_clipnorm=1.0), loss=losses)
-    loss = model.train_on_batch(data, targets)
+    loss = one_step(model)
     assert np.all(np.isfinite(loss)), f"`{name}` gave a non-finite loss in one step: {loss}"
     for value, weight in zip(before, layer.trainable_weights, strict=True):
         assert not np.array_equal(value, np.asarray(weight)), (
             f"one training step of `{name}` left {weight.path} unchanged"
         )
 
-    # 2. From the same start, a step along the gradient of the inference-mode loss lowers that
-    # loss. A short step (clipped to length <= learning_rate) along the exact negative gradient
-    # descends whatever the gradient's scale; a training-mode gradient follows one dropout mask
-    # and need not be a descent direction for the inference loss, so it is not the one checked.
+    # 2. From the same start, a step on the inference-mode loss lowers it. The training-mode
+    # gradient follows one dropout mask and need not descend the inference loss, so step 1's
+    # loss is not the one checked.
     model.set_weights(initial)
     loss_before = inference_loss()
-    inference_model = _InferenceMode(model)
-    inference_model.compile(
-        optimizer=keras.optimizers.SGD(learning_rate, global_clipnorm=1.0), loss=losses
-    )
-    inference_model.train_on_batch(data, targets)
+    one_step(_InferenceMode(model))
     loss_after = inference_loss()
     assert loss_after < loss_before, (
         f"one step on the inference loss of `{name}` did not lower it: "
@@ -336,7 +336,11 @@ def _check_one_fit_step(layer, input_data, learning_rate=0.01):
 
 
 class _InferenceMode(keras.Model):
-    """Runs `model` with `training=False` inside `fit`: its gradient is the inference loss's."""
+    """Runs `model` with `training=False` inside `fit`: its gradient is the inference loss's.
+
+    (A functional `keras.Model(x, model(x, training=False))` does not fix the flag: dropout still
+    runs when it is called with `training=True`.)
+    """
 
     def __init__(self, model):
         super().__init__(name="inference_mode")
