@@ -129,6 +129,8 @@ def main(argv=None):
     common.prefer_onednn()
 
     both = directions()
+    # the children inherit this process's variable: who chose it is this process's record
+    both["default"]["env"]["onednn_env_set_by"] = common.environment(False)["onednn_env_set_by"]
     print(common.machine_line(both["default"]["env"]))
     print("\n1. ProjectedBiLSTM (4096 units, projection 512, 2 layers), 64 x 22 positions")
     print(common.table_header(["inter-op threads", "ms per call (median of 5)"]))
