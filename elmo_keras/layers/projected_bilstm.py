@@ -153,8 +153,10 @@ class ProjectedBiLSTM(keras.layers.Layer):
         mask_array = tf.TensorArray(tf.bool, size=steps).unstack(mask_time_major)
         out_array = tf.TensorArray(z_input.dtype, size=steps)
 
+        kernels = cell.step_kernels(h.dtype)  # cast once, not at every step
+
         def body(t, h, c, out_array):
-            h_new, c_new = cell.recurrent_step(z_array.read(t), h, c)
+            h_new, c_new = cell.recurrent_step(z_array.read(t), h, c, kernels)
             keep = mask_array.read(t)
             h = tf.where(keep, h_new, h)
             c = tf.where(keep, c_new, c)

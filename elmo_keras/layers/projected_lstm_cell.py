@@ -154,14 +154,29 @@ class ProjectedLSTMCell(keras.layers.Layer):
         z = tf.matmul(flat, kernel) + bias
         return tf.reshape(z, tf.concat([shape[:-1], [4 * self.lstm_units]], axis=0))
 
-    def recurrent_step(self, z_input, h, c):
-        """One step given the input's share of the gates: returns the new `(h, c)`."""
-        z = z_input + tf.matmul(h, tf.cast(self.recurrent_kernel, h.dtype))
+    def step_kernels(self, dtype=None):
+        """`(recurrent_kernel, projection_kernel)` cast to `dtype` (by default the compute
+        dtype), for `recurrent_step`.
+
+        A loop reads them once, before it starts: under a mixed policy (`"mixed_bfloat16"`)
+        the cast would otherwise copy 40 MB of the published weights at every step.
+        """
+        dtype = self.compute_dtype if dtype is None else dtype
+        return tf.cast(self.recurrent_kernel, dtype), tf.cast(self.projection_kernel, dtype)
+
+    def recurrent_step(self, z_input, h, c, kernels=None):
+        """One step given the input's share of the gates: returns the new `(h, c)`.
+
+        `kernels` is `step_kernels()`, read once by the caller's loop; by default the step
+        reads them itself."""
+        kernels = self.step_kernels(h.dtype) if kernels is None else kernels
+        recurrent_kernel, projection_kernel = kernels
+        z = z_input + tf.matmul(h, recurrent_kernel)
         i, f, g, o = tf.split(z, 4, axis=-1)
         c = tf.sigmoid(f + self.forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
         if self.cell_clip is not None:
             c = tf.clip_by_value(c, -self.cell_clip, self.cell_clip)
-        h = tf.matmul(tf.sigmoid(o) * tf.tanh(c), tf.cast(self.projection_kernel, c.dtype))
+        h = tf.matmul(tf.sigmoid(o) * tf.tanh(c), projection_kernel)
         if self.proj_clip is not None:
             h = tf.clip_by_value(h, -self.proj_clip, self.proj_clip)
         return h, c
@@ -259,6 +274,8 @@ def packed_recurrence(cell, packed, plan, h, c):
     z_begin, z_size, state_split = plan["z_begin"], plan["z_size"], plan["state_split"]
     batch = tf.shape(h)[0]
 
+    kernels = cell.step_kernels(h.dtype)  # cast once, not at every step
+
     def window_body(w, h, c, windows):
         first = w * window
         z = cell.input_projection(packed[offsets[first] : offsets[first + window]])
@@ -269,7 +286,7 @@ def packed_recurrence(cell, packed, plan, h, c):
             h_run, h_rest = tf.split(h, split)
             c_run, c_rest = tf.split(c, split)
             z_step = tf.slice(z, tf.gather(z_begin, step), tf.gather(z_size, step))
-            h_new, c_new = cell.recurrent_step(z_step, h_run, c_run)
+            h_new, c_new = cell.recurrent_step(z_step, h_run, c_run, kernels)
             h = _like(tf.concat([h_new, h_rest], 0), h)
             # finished rows output their carried state here; the mask zeroes them below
             return i + 1, h, _like(tf.concat([c_new, c_rest], 0), c), outputs.write(i, h)

@@ -223,6 +223,29 @@ def test_bilstm_mixed_precision_and_dropout_in_training():
     np.testing.assert_array_equal(np.asarray(layer(x)), np.asarray(layer(x)))  # not at inference
 
 
+@pytest.mark.parametrize("length_aware", [True, False])
+def test_bilstm_steps_read_no_weights_under_mixed_bfloat16(length_aware):
+    # Under a mixed policy every read of a float32 weight is followed by a cast: a step that
+    # read its kernels would copy them at every position (40 MB at the published size). The
+    # loops read them once; a step body (a while body with no loop inside) reads none.
+    import tensorflow as tf
+
+    layer = ProjectedBiLSTM(UNITS, PROJ, n_layers=2, dtype="mixed_bfloat16")
+    run = tf.function(lambda x, m: layer(x, mask=m, training=False, length_aware=length_aware))
+    graph = run.get_concrete_function(
+        tf.TensorSpec([None, None, FEATURES]), tf.TensorSpec([None, None], tf.bool)
+    ).graph
+    bodies = [f for f in graph.as_graph_def().library.function if "body" in f.signature.name]
+    steps = [f for f in bodies if not {"While", "StatelessWhile"} & {n.op for n in f.node_def}]
+    assert len(steps) == 4  # one per layer and direction
+    for step in steps:
+        reads = [n.name for n in step.node_def if n.op == "ReadVariableOp"]
+        assert reads == [], f"{step.signature.name} reads {reads}"
+    x = np.random.default_rng(0).normal(size=(2, 3, FEATURES)).astype("float32")
+    mask = np.array([[True, True, True], [True, True, False]])
+    assert run(x, mask).dtype == tf.bfloat16
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
