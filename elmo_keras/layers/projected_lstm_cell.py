@@ -154,22 +154,17 @@ class ProjectedLSTMCell(keras.layers.Layer):
         z = tf.matmul(flat, kernel) + bias
         return tf.reshape(z, tf.concat([shape[:-1], [4 * self.lstm_units]], axis=0))
 
-    def step_kernels(self, dtype=None):
-        """`(recurrent_kernel, projection_kernel)` cast to `dtype` (by default the compute
-        dtype), for `recurrent_step`.
+    def step_kernels(self, dtype):
+        """`(recurrent_kernel, projection_kernel)` cast to `dtype`, for `recurrent_step`.
 
         A loop reads them once, before it starts: under a mixed policy (`"mixed_bfloat16"`)
         the cast would otherwise copy 40 MB of the published weights at every step.
         """
-        dtype = self.compute_dtype if dtype is None else dtype
         return tf.cast(self.recurrent_kernel, dtype), tf.cast(self.projection_kernel, dtype)
 
-    def recurrent_step(self, z_input, h, c, kernels=None):
-        """One step given the input's share of the gates: returns the new `(h, c)`.
-
-        `kernels` is `step_kernels()`, read once by the caller's loop; by default the step
-        reads them itself."""
-        kernels = self.step_kernels(h.dtype) if kernels is None else kernels
+    def recurrent_step(self, z_input, h, c, kernels):
+        """One step given the input's share of the gates and `kernels` (`step_kernels`):
+        returns the new `(h, c)`."""
         recurrent_kernel, projection_kernel = kernels
         z = z_input + tf.matmul(h, recurrent_kernel)
         i, f, g, o = tf.split(z, 4, axis=-1)
@@ -183,7 +178,7 @@ class ProjectedLSTMCell(keras.layers.Layer):
 
     def call(self, inputs, states):
         h, c = states[0], states[1]
-        h, c = self.recurrent_step(self.input_projection(inputs), h, c)
+        h, c = self.recurrent_step(self.input_projection(inputs), h, c, self.step_kernels(h.dtype))
         return h, [h, c]
 
     def get_config(self):
