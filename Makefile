@@ -23,9 +23,13 @@ demo: $(STAMP)
 # beyond the cores you have; TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 
+# The second command runs the layers, the models, the weight files and the exactness tests again
+# on Keras' JAX backend (what runs on a GPU); the TensorFlow-only tests skip there by marker.
+JAX_TESTS := tests/layers tests/models tests/test_weights.py
+
 test: lint
 	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
-	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q tests/layers
+	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(JAX_TESTS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)

@@ -38,9 +38,9 @@ sys.path.insert(0, {bench!r})
 from common import environment, peak_rss_mb
 start = time.perf_counter()
 from elmo_keras.export import export_onnx
-from elmo_keras.weights import load_bilm
+from elmo_keras.models import BiLM
 imported, rss_imported = time.perf_counter(), peak_rss_mb()
-bilm = load_bilm({options!r}, {weights!r})
+bilm = BiLM.from_bilm_tf({options!r}, {weights!r})
 loaded, rss_loaded = time.perf_counter(), peak_rss_mb()
 export_onnx(bilm, {output!r}, stateful={stateful!r}, input_form={input_form!r})
 done = time.perf_counter()

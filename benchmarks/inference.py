@@ -10,7 +10,7 @@ Run from the repository root:
 What it does:
 1. Builds a `BiLM` with random weights (the full published configuration, REFERENCE.md section
    2, or a tiny one), writes it in the published layout (`options.json` + hdf5) and loads it
-   back with `load_bilm`; the exported modes export it once into `WORKDIR/export/`.
+   back with `BiLM.from_bilm_tf`; the exported modes export it once into `WORKDIR/export/`.
 2. The workloads (token lists; WikiText-2 from `../shared/data` when present, else a seeded
    Zipf draw): one call each on 1, 32 and 64 sentences of 20 tokens and on 32 natural
    sentences (11-75 tokens) in one padded batch; 256 natural sentences sorted into batches of
@@ -203,7 +203,7 @@ def _setup(settings, workdir, log):
     loaded = common.timed(lambda: ctx.bilm)[1]
     log(
         f"config {settings.config}: {int(ctx.bilm.count_params()):,} parameters; random weights "
-        f"written in {written:.1f} s, loaded back with load_bilm in {loaded:.1f} s"
+        f"written in {written:.1f} s, loaded back with BiLM.from_bilm_tf in {loaded:.1f} s"
     )
     return ctx
 

@@ -85,10 +85,10 @@ def write_random_model(config, directory, seed=0):
 
 
 def load(options_path, weights_path, **kwargs):
-    """The benchmark loads through the real path: `load_bilm` (kwargs: e.g. `dtype`)."""
-    from elmo_keras.weights import load_bilm
+    """The benchmark loads through the real path: `BiLM.from_bilm_tf` (kwargs: e.g. `dtype`)."""
+    from elmo_keras.models import BiLM
 
-    return load_bilm(options_path, weights_path, **kwargs)
+    return BiLM.from_bilm_tf(options_path, weights_path, **kwargs)
 
 
 def set_threads(intra_op, inter_op):
@@ -125,7 +125,7 @@ class Context:
 
     @functools.cached_property
     def bilm(self):
-        """The float32 `BiLM`, loaded with `load_bilm` on first use."""
+        """The float32 `BiLM`, loaded with `BiLM.from_bilm_tf` on first use."""
         return load(self.options_path, self.weights_path)
 
 
@@ -387,7 +387,8 @@ MODES = {
         _onnx("model.int8.onnx"), "`OnnxEmbedder`, int8 dynamic quantization (QInt8 weights)"
     ),
     "keras_bf16": Mode(
-        _keras_bf16, "`BiLMEmbedder`, `load_bilm(..., dtype='mixed_bfloat16')` (bf16 compute)"
+        _keras_bf16,
+        "`BiLMEmbedder`, `BiLM.from_bilm_tf(..., dtype='mixed_bfloat16')` (bf16 compute)",
     ),
     "eager": Mode(_keras_call("eager"), "Keras eager call `bilm(ids)` over host char ids"),
     "function": Mode(_keras_call("function"), "`tf.function` of `bilm(ids)`, [None, None, C]"),

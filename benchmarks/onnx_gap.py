@@ -39,8 +39,8 @@ workdir, mode, repeats = sys.argv[2], sys.argv[3], int(sys.argv[4])
 (workload,), _ = common.make_workloads((64,), natural=False)
 if mode == "keras":
     from elmo_keras.models import BiLMEmbedder
-    from elmo_keras.weights import load_bilm
-    embedder = BiLMEmbedder(load_bilm(f"{workdir}/options.json", f"{workdir}/weights.hdf5"))
+    from elmo_keras.models import BiLM
+    embedder = BiLMEmbedder(BiLM.from_bilm_tf(f"{workdir}/options.json", f"{workdir}/weights.hdf5"))
 else:
     from elmo_keras.runtime import OnnxEmbedder
     embedder = OnnxEmbedder(f"{workdir}/export/model.onnx")

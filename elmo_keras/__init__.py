@@ -1,15 +1,15 @@
-"""elmo-keras: ELMo (Peters et al. 2018) as Keras 3 layers on TensorFlow.
+"""elmo-keras: ELMo (Peters et al. 2018) as Keras 3 layers, on TensorFlow and JAX.
 
 Importing this package is cheap and imports neither TensorFlow nor Keras: the layers and models
 load on first use (`elmo_keras.layers.CharCNN`, `elmo_keras.models.BiLM`), and
 `elmo_keras.runtime` (the ONNX Runtime client) never imports TensorFlow at all.
 
-`.keras` files: Keras finds a custom class by its registered name (`elmo_keras>BiLM`), which
-exists only once the module defining the class has run. So that `import elmo_keras` is enough to
-load a saved model, the classes are registered as soon as Keras is there (on TensorFlow, the
-only backend the layers support): at once if Keras is already imported, otherwise right after
-Keras' own import finishes (a small import hook, `_RegisterWithKeras`). Nothing here imports
-Keras or TensorFlow itself.
+`.keras` files: Keras finds a custom class by its registered name (`elmo_keras>BiLM`), which exists
+only once the module defining the class has run. So that `import elmo_keras` is enough to load a
+saved model, the classes are registered as soon as Keras is there (`LanguageModel`, the TensorFlow
+trainer's model, only on the TensorFlow backend): at once if Keras is already imported, otherwise
+right after Keras' own import finishes (a small import hook, `_RegisterWithKeras`). Nothing here
+imports Keras or TensorFlow itself.
 """
 
 import importlib
@@ -21,11 +21,16 @@ __version__ = "0.2.0"
 # The modules defining the classes registered with
 # `keras.saving.register_keras_serializable(package="elmo_keras")`.
 KERAS_CLASS_MODULES = ("elmo_keras.layers", "elmo_keras.models", "elmo_keras.models.language_model")
+TENSORFLOW_ONLY_MODULES = ("elmo_keras.models.language_model",)
 
 
 def register_keras_classes():
-    """Registers every elmo-keras layer and model with Keras (imports Keras and TensorFlow)."""
-    for name in KERAS_CLASS_MODULES:
+    """Registers every elmo-keras layer and model with Keras (imports Keras, and TensorFlow
+    when it is the backend)."""
+    for name in KERAS_CLASS_MODULES:  # the layers come first, and import Keras
+        if name in TENSORFLOW_ONLY_MODULES:
+            if sys.modules["keras"].config.backend() != "tensorflow":
+                continue
         importlib.import_module(name)
 
 

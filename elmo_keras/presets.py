@@ -1,7 +1,8 @@
 """Named biLMs: the four published ELMo models, the packaged `mini_en` and `tiny`, run folders.
 
 `resolve_preset(preset)` turns a name or a folder into the local `(options_path, weights_path)`
-that `elmo_keras.models.load_bilm` reads. A published model is downloaded once into the cache
+that `elmo_keras.models.BiLM.from_bilm_tf` reads. A published model is downloaded once into the
+cache
 (`elmo_keras.download.cached_path`: `$ELMO_KERAS_CACHE`, else `~/.cache/elmo-keras`) from
 AllenNLP's base URL, or from `$ELMO_KERAS_MIRROR` when it is set (the same relative paths under
 another `http(s)://` or `file://` URL, or under a local folder). `find_model_files(folder)` is the

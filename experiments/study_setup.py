@@ -36,10 +36,10 @@ def _training_summary(bilm_dir):
 def load_bilm_for(args):
     """The biLM to study: `(bilm, name, info)`; `info` has the weight file's SHA-256 and the
     training summary (both `None` for the fixture)."""
-    from elmo_keras.weights import load_bilm
+    from elmo_keras.models import BiLM
 
     if args.fixture:
-        bilm = load_bilm(FIXTURE_BILM / "options.json", FIXTURE_BILM / "lm_weights.hdf5")
+        bilm = BiLM.from_bilm_tf(FIXTURE_BILM / "options.json", FIXTURE_BILM / "lm_weights.hdf5")
         return bilm, "tiny", {"weights_sha256": None, "training_summary": None}
     weights = sorted(args.bilm_dir.glob("*.hdf5"))
     weights = [w for w in weights if "weights" in w.name] or weights
@@ -49,7 +49,7 @@ def load_bilm_for(args):
         "weights_sha256": hashlib.sha256(weights[0].read_bytes()).hexdigest(),
         "training_summary": _training_summary(args.bilm_dir),
     }
-    return load_bilm(args.bilm_dir / "options.json", weights[0]), args.bilm_dir.name, info
+    return BiLM.from_bilm_tf(args.bilm_dir / "options.json", weights[0]), args.bilm_dir.name, info
 
 
 def pyplot():

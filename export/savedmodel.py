@@ -273,7 +273,7 @@ def export_savedmodel(
     a tensorflow-text op and loading needs `import tensorflow_text` first.
 
     Args:
-        bilm: `elmo_keras.models.BiLM`. A built biLM (e.g. from `elmo_keras.weights.load_bilm`).
+        bilm: `elmo_keras.models.BiLM`. A built biLM (e.g. from `BiLM.from_bilm_tf`).
         directory: str or path-like. Where to write the SavedModel (created).
         scalar_mix: `elmo_keras.layers.ScalarMix` or `None`. The mix behind the `elmo` output,
             saved with its current weights (trainable after loading). Defaults to `None`,
@@ -289,8 +289,8 @@ def export_savedmodel(
 
     Example:
 
-    >>> from elmo_keras.weights import load_bilm
-    >>> bilm = load_bilm("options.json", "lm_weights.hdf5")  # doctest: +SKIP
+    >>> from elmo_keras.models import BiLM
+    >>> bilm = BiLM.from_bilm_tf("options.json", "lm_weights.hdf5")  # doctest: +SKIP
     >>> export_savedmodel(bilm, "elmo_savedmodel")  # doctest: +SKIP
     >>> import tensorflow as tf  # doctest: +SKIP
     >>> elmo = tf.saved_model.load("elmo_savedmodel")  # doctest: +SKIP

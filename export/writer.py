@@ -123,10 +123,11 @@ def export_model(
         require_onnx()  # before the slow SavedModel, not after it
 
     import elmo_keras  # noqa: PLC0415
-    from elmo_keras.weights import load_bilm, read_options, write_options  # noqa: PLC0415
+    from elmo_keras.models import BiLM  # noqa: PLC0415
+    from elmo_keras.weights import read_options, write_options  # noqa: PLC0415
 
     with _stage(progress, "loading weights"):
-        bilm = load_bilm(options_path, weights_path)
+        bilm = BiLM.from_bilm_tf(options_path, weights_path)
     manifest = {
         "producer": "elmo-keras",
         "elmo_keras_version": elmo_keras.__version__,

@@ -35,7 +35,8 @@ def _configure_tensorflow():
     return tf
 
 
-tf = _configure_tensorflow()
+if os.environ["KERAS_BACKEND"] == "tensorflow":
+    _configure_tensorflow()  # the JAX run never imports TensorFlow for itself
 
 
 @pytest.fixture(scope="session")
@@ -65,9 +66,11 @@ def shared_data():
 @pytest.fixture(scope="session")
 def keras_bilm(allennlp_fixture):
     """The AllenNLP fixture biLM, loaded once per session."""
-    from elmo_keras.weights import load_bilm
+    from elmo_keras.models import BiLM
 
-    return load_bilm(allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
+    return BiLM.from_bilm_tf(
+        allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,8 @@ import keras
 import numpy as np
 import pytest
 
+from elmo_keras.models import BiLM
 from elmo_keras.text import batch_to_char_ids
-from elmo_keras.weights import load_bilm
 
 pytestmark = pytest.mark.tensorflow_only
 
@@ -32,7 +32,7 @@ def first_batch(bilm_tf_fixture):
 
 
 def _load(folder, **kwargs):
-    return load_bilm(folder / "options.json", folder / "lm_weights.hdf5", **kwargs)
+    return BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5", **kwargs)
 
 
 @pytest.fixture(scope="module")

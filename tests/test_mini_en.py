@@ -49,11 +49,11 @@ def test_loads_without_network_and_runs(monkeypatch):
 
     monkeypatch.setattr(download, "cached_path", no_network)
     monkeypatch.setattr(presets, "cached_path", no_network)
+    from elmo_keras.models import BiLM
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
-    from elmo_keras.weights import load_bilm
 
     options, weights = presets.resolve_preset("mini_en")
-    bilm = load_bilm(options, weights)
+    bilm = BiLM.from_bilm_tf(options, weights)
     assert (bilm.n_layers, bilm.projection_dim) == (2, 128)
     (vectors,) = BiLMEmbedder(bilm).embed([["The", "bank", "raised", "its", "rates", "."]])
     assert vectors.shape == (3, 6, 256)

@@ -103,18 +103,18 @@ def test_the_preset_modules_import_no_tensorflow():
 
 
 def test_original_through_the_mirror_equals_the_files_loaded_directly(mirror):
-    from elmo_keras.models import BiLM, load_bilm, load_bilm_preset
+    from elmo_keras.models import BiLM
     from elmo_keras.text import batch_to_char_ids
 
     ids = batch_to_char_ids([["The", "bank", "raised", "rates", "."], ["Rivers", "flood"]])
-    direct = load_bilm(FIXTURES / "options.json", FIXTURES / "lm_weights.hdf5")(ids)
-    by_name = load_bilm_preset("original")(ids)  # the tiny fixture under the original's names
+    direct = BiLM.from_bilm_tf(FIXTURES / "options.json", FIXTURES / "lm_weights.hdf5")(ids)
+    by_name = BiLM.from_preset("original")(ids)  # the tiny fixture under the original's names
     np.testing.assert_array_equal(by_name["activations"], direct["activations"])
     weights_path = f"/elmo/{PUBLISHED['original']}_weights.hdf5"
     assert [r["status"] for r in mirror.requests(weights_path)] == [200]
     BiLM.from_preset("original")  # the second time from the cache: no new request
     assert len(mirror.requests(weights_path)) == 1
-    by_url = load_bilm(
+    by_url = BiLM.from_bilm_tf(
         mirror.url(f"/elmo/{PUBLISHED['small']}_options.json"),
         mirror.url(f"/elmo/{PUBLISHED['small']}_weights.hdf5"),
     )

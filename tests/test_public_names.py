@@ -7,6 +7,7 @@ dotted names in its prose, and the constructor arguments of its examples.
 import importlib
 import warnings
 
+import numpy as np
 import pytest
 
 NAMES_0_1_0 = [
@@ -21,7 +22,6 @@ NAMES_0_1_0 = [
     ("elmo_keras.text", "batch_to_char_ids"),
     ("elmo_keras.text.tokenizer", "tokenize"),
     ("elmo_keras.text", "tf_char_ids"),
-    ("elmo_keras.weights", "load_bilm"),
     ("elmo_keras.weights", "load_weights"),
     ("elmo_keras.weights", "save_weights"),
     ("elmo_keras.weights", "read_options"),
@@ -37,6 +37,30 @@ NAMES_0_1_0 = [
     ("elmo_keras.export", "quantize_onnx"),
     ("elmo_keras.export", "atomic_directory"),
 ]
+
+
+# Removed on purpose, each with an error that names its replacement: `elmo_keras.weights` (the
+# file format) no longer imports the models to build one (issue 27: no import cycle).
+REMOVED = [("elmo_keras.weights", "load_bilm", "BiLM.from_bilm_tf")]
+
+
+@pytest.mark.parametrize("module, name, replacement", REMOVED)
+def test_removed_name_points_to_its_replacement(module, name, replacement):
+    with pytest.raises(AttributeError, match=replacement.replace(".", r"\.")):
+        getattr(importlib.import_module(module), name)
+
+
+def test_deprecated_loaders_warn_and_load_the_same_model(allennlp_fixture):
+    from elmo_keras.models import BiLM, load_bilm
+
+    files = (allennlp_fixture / "options.json", allennlp_fixture / "lm_weights.hdf5")
+    with pytest.warns(DeprecationWarning, match="use `BiLM.from_bilm_tf`"):
+        old = load_bilm(*files)
+    new = BiLM.from_bilm_tf(*files)
+    old_arrays, new_arrays = old.get_weight_arrays(), new.get_weight_arrays()
+    assert old_arrays.keys() == new_arrays.keys()
+    for name, array in old_arrays.items():
+        np.testing.assert_array_equal(array, new_arrays[name])
 
 
 @pytest.mark.parametrize("module, name", NAMES_0_1_0, ids=[f"{m}.{n}" for m, n in NAMES_0_1_0])

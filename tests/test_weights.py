@@ -8,7 +8,6 @@ import pytest
 from elmo_keras.models import BiLM
 from elmo_keras.options import options_to_bilm_kwargs
 from elmo_keras.weights import (
-    load_bilm,
     load_weights,
     read_options,
     save_weights,
@@ -30,7 +29,7 @@ def datasets(path):
 @pytest.mark.parametrize("folder", ["bilm_tf/model", "allennlp"])
 def test_load_save_load_is_bit_exact(fixtures_dir, tmp_path, folder):
     src = fixtures_dir / folder
-    bilm = load_bilm(src / "options.json", src / "lm_weights.hdf5")
+    bilm = BiLM.from_bilm_tf(src / "options.json", src / "lm_weights.hdf5")
     save_weights(bilm, tmp_path / "out.hdf5")
     original, written = datasets(src / "lm_weights.hdf5"), datasets(tmp_path / "out.hdf5")
     assert sorted(original) == sorted(written)
@@ -38,7 +37,7 @@ def test_load_save_load_is_bit_exact(fixtures_dir, tmp_path, folder):
         assert original[name].dtype == written[name].dtype
         np.testing.assert_array_equal(original[name], written[name], err_msg=name)
     write_options(bilm.to_options(), tmp_path / "options.json")
-    again = load_bilm(tmp_path / "options.json", tmp_path / "out.hdf5")
+    again = BiLM.from_bilm_tf(tmp_path / "options.json", tmp_path / "out.hdf5")
     for a, b in zip(bilm.weights, again.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert read_options(tmp_path / "options.json") == json.loads((src / "options.json").read_text())
@@ -46,7 +45,7 @@ def test_load_save_load_is_bit_exact(fixtures_dir, tmp_path, folder):
 
 def test_forget_bias_and_gate_order_conventions(fixtures_dir):
     src = fixtures_dir / "bilm_tf" / "model"
-    bilm = load_bilm(src / "options.json", src / "lm_weights.hdf5")
+    bilm = BiLM.from_bilm_tf(src / "options.json", src / "lm_weights.hdf5")
     w0 = datasets(src / "lm_weights.hdf5")["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"]
     b = datasets(src / "lm_weights.hdf5")["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/B"]
     cell = bilm.bilstm.forward_cells[0]
@@ -80,7 +79,7 @@ def test_missing_dataset_is_named(fixtures_dir, tmp_path):
         match=r"no dataset 'CNN_high_1/W_carry' \(expected shape "
         r"\(124, 124\)",
     ):
-        load_bilm(options, weights)
+        BiLM.from_bilm_tf(options, weights)
 
 
 def test_wrong_shape_is_named_with_both_shapes(fixtures_dir, tmp_path):
@@ -94,7 +93,7 @@ def test_wrong_shape_is_named_with_both_shapes(fixtures_dir, tmp_path):
         r"has shape \(32, 256\), but the options need "
         r"\(32, 128\)",
     ):
-        load_bilm(options, weights)
+        BiLM.from_bilm_tf(options, weights)
 
 
 def test_nothing_is_assigned_when_a_later_dataset_is_wrong(fixtures_dir, tmp_path):
@@ -120,21 +119,21 @@ def test_training_options_with_261_characters_are_explained(fixtures_dir, tmp_pa
         match=r"n_characters=261, the value bilm-tf uses while "
         r"training.*Set \"n_characters\": 262",
     ):
-        load_bilm(options, weights)
+        BiLM.from_bilm_tf(options, weights)
 
 
 def test_bad_files(tmp_path, fixtures_dir):
     options, weights = copy_fixture(fixtures_dir, tmp_path)
     with pytest.raises(FileNotFoundError, match="weight file not found"):
-        load_bilm(options, tmp_path / "missing.hdf5")
+        BiLM.from_bilm_tf(options, tmp_path / "missing.hdf5")
     with pytest.raises(FileNotFoundError, match="options file not found"):
-        load_bilm(tmp_path / "missing.json", weights)
+        BiLM.from_bilm_tf(tmp_path / "missing.json", weights)
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         read_options(tmp_path / "bad.json")
     (tmp_path / "bad.hdf5").write_bytes(b"not an hdf5 file")
     with pytest.raises(ValueError, match="not a readable hdf5 file"):
-        load_bilm(options, tmp_path / "bad.hdf5")
+        BiLM.from_bilm_tf(options, tmp_path / "bad.hdf5")
     opts = json.loads(options.read_text())
     del opts["lstm"]["projection_dim"]
     (tmp_path / "partial.json").write_text(json.dumps(opts))
@@ -190,8 +189,10 @@ def test_non_finite_weights_are_refused_unless_asked(tmp_path, fixtures_dir, val
         data[0, 0] = value
         handle["CNN_proj/W_proj"][...] = data
     with pytest.raises(ValueError, match=r"dataset 'CNN_proj/W_proj' holds 1 NaN or infinite"):
-        load_bilm(options, weights)
-    bilm = load_bilm(options, weights, check_finite=False)  # the scan can be skipped for speed
+        BiLM.from_bilm_tf(options, weights)
+    bilm = BiLM.from_bilm_tf(
+        options, weights, check_finite=False
+    )  # the scan can be skipped for speed
     assert not np.isfinite(np.asarray(bilm.char_cnn.projection.kernel)).all()
 
 
@@ -239,7 +240,7 @@ def _flip(source, target, position, bit):
 def reference_weights(fixtures_dir):
     """The fixture's weights as a freshly loaded biLM holds them."""
     src = fixtures_dir / "allennlp"
-    bilm = load_bilm(src / "options.json", src / "lm_weights.hdf5")
+    bilm = BiLM.from_bilm_tf(src / "options.json", src / "lm_weights.hdf5")
     return [np.asarray(w) for w in bilm.weights]
 
 
@@ -261,7 +262,7 @@ def test_a_truncated_weight_file_is_one_valueerror_naming_it(tmp_path, fixtures_
     path = tmp_path / "lm_weights.hdf5"
     path.write_bytes(source[:size])
     with pytest.raises(ValueError, match=f"weight file {path} is not a readable hdf5 file"):
-        load_bilm(fixtures_dir / "allennlp" / "options.json", path)
+        BiLM.from_bilm_tf(fixtures_dir / "allennlp" / "options.json", path)
 
 
 def test_bit_flips_in_a_published_file_fail_cleanly_or_go_unseen(
@@ -362,4 +363,4 @@ def test_options_for_a_smaller_model_are_refused_not_truncated(tmp_path, fixture
         match=rf"weight file {weights} holds datasets these options do not use: "
         r"\['CNN_high_0/W_carry', 'CNN_high_0/W_transform', 'CNN_high_0/b_carry'\] and 5 more",
     ):
-        load_bilm(options, weights)
+        BiLM.from_bilm_tf(options, weights)

@@ -113,10 +113,10 @@ def run(args):
         except ValueError as error:
             raise CommandError(f"--model: {error}") from None
     import_tensorflow()
-    from elmo_keras.weights import load_bilm
+    from elmo_keras.models import BiLM
 
     if not args.train:
-        bilm = load_bilm(options, weights)
+        bilm = BiLM.from_bilm_tf(options, weights)
         show_senses(bilm, f"the biLM {args.model!r} ({weights})")
         return 0
     from elmo_keras.training.pipeline import quickstart
@@ -125,6 +125,6 @@ def run(args):
         args.output, time_budget_s=60 * args.minutes, eval_tokens=args.eval_tokens or None
     )
     folder = summary["output_dir"]
-    bilm = load_bilm(f"{folder}/options.json", f"{folder}/lm_weights.hdf5")
+    bilm = BiLM.from_bilm_tf(f"{folder}/options.json", f"{folder}/lm_weights.hdf5")
     show_senses(bilm, f"the biLM just trained ({folder})")
     return 0

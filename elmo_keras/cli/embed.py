@@ -38,7 +38,14 @@ def add_parser(subparsers):
         help="most padded tokens per batch (sentences x the longest); a longer sentence is a "
         "batch of its own (default: 4096)",
     )
-    parser.add_argument("--backend", choices=["keras", "onnx"], default="keras")
+    parser.add_argument(
+        "--backend",
+        choices=["keras", "tensorflow", "jax", "onnx"],
+        default="keras",
+        help="keras: Keras on its configured backend (KERAS_BACKEND, else TensorFlow); "
+        "tensorflow or jax: Keras on that backend (the same vectors within 1e-5; see "
+        "docs/backends.md); onnx: ONNX Runtime on an exported --model M.onnx (default: keras)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return parser
 
@@ -79,15 +86,32 @@ def make_embedder(args):
         from elmo_keras.runtime import OnnxEmbedder
 
         return OnnxEmbedder(args.model, batch_size=args.batch_size, max_tokens=args.max_tokens)
-    options, weights = resolve_model_files(args)  # any download happens before TensorFlow loads
+    options, weights = resolve_model_files(args)  # any download happens before Keras loads
+    select_keras_backend(args.backend)
+    from elmo_keras.models import BiLM
+    from elmo_keras.models.bilm_embedder import BiLMEmbedder
+
+    bilm = BiLM.from_bilm_tf(options, weights)
+    return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
+
+
+def select_keras_backend(choice):
+    """Sets `KERAS_BACKEND` for `--backend tensorflow|jax` (Keras reads it once, when first
+    imported); `keras` keeps the environment's. TensorFlow is imported with its logs hidden."""
+    import os
+    import sys
+
     from elmo_keras.cli import import_tensorflow
 
-    import_tensorflow()
-    from elmo_keras.models.bilm_embedder import BiLMEmbedder
-    from elmo_keras.weights import load_bilm
-
-    bilm = load_bilm(options, weights)
-    return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
+    if choice in ("tensorflow", "jax"):
+        loaded = sys.modules.get("keras")
+        if loaded is not None and loaded.config.backend() != choice:
+            raise CommandError(
+                f"--backend {choice}: Keras was already loaded on {loaded.config.backend()!r}"
+            )
+        os.environ["KERAS_BACKEND"] = choice
+    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+        import_tensorflow()
 
 
 def check_output_location(args):

@@ -1,18 +1,23 @@
-import functools
-
 import keras
-import tensorflow as tf
+from keras import ops
 
 from elmo_keras.layers.projected_lstm_cell import (
     ProjectedLSTMCell,
     _from_0_1_0_config,
     _optional_clip,
-    is_inference,
-    packed_recurrence,
-    packing_plan,
-    require_tensorflow_backend,
 )
 from elmo_keras.validation import check_int, check_number, renamed_argument, renamed_attribute
+
+
+def reverse_by_length(x, lengths):
+    """Reverses each row of `x` `[B, T, ...]` over its first `lengths[b]` positions; padding
+    stays where it is (TensorFlow's `reverse_sequence`, in `keras.ops`)."""
+    steps = ops.shape(x)[1]
+    positions = ops.arange(steps, dtype="int32")[None, :]
+    lengths = ops.cast(lengths, "int32")[:, None]
+    index = ops.where(positions < lengths, lengths - 1 - positions, positions)
+    index = ops.reshape(index, (*ops.shape(index), *([1] * (len(x.shape) - 2))))
+    return ops.take_along_axis(x, index, axis=1)
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -32,8 +37,11 @@ class ProjectedBiLSTM(keras.layers.Layer):
     batches explicitly. Padded positions output zeros and do not change the state, so a
     sentence gives the same vectors alone or inside any right-padded batch.
 
-    TensorFlow backend only (a `tf.while_loop`): under another Keras backend the constructor
-    raises a `RuntimeError`.
+    Written with `keras.ops` (the recurrence is a `keras.ops.scan`; on TensorFlow the same
+    contract as a bounded `tf.while_loop`), so it runs on every Keras 3 backend (TensorFlow
+    and JAX are tested). On TensorFlow, at inference with `length_aware`,
+    the layer runs `elmo_keras.layers.tf_fast_path.packed_bilstm` instead: the same numbers,
+    less work on uneven batches.
 
     Args:
         lstm_units: int. Memory cell size of every LSTM. ELMo: `4096`. Called `units` before
@@ -48,9 +56,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
             Defaults to `0.0`.
         cell_forget_bias: float. Forget-gate bias added at run time. Defaults to `1.0`.
         return_state: bool. Also return the final states. Defaults to `False`.
-        length_aware: bool. At inference (`training` falsy), run the recurrence packed by
-            length: rows sorted by length inside the graph, step `t` computing only the rows
-            still running, the input projection only over real positions (in windows of
+        length_aware: bool. On TensorFlow at inference (`training` falsy), run the recurrence
+            packed by length: rows sorted by length inside the graph, step `t` computing only
+            the rows still running, the input projection only over real positions (in windows of
             steps, so a very long input needs bounded memory). The same numbers as the plain
             path (to float round-off); training always takes the plain path. Defaults to
             `True`.
@@ -78,8 +86,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
     >>> layer = ProjectedBiLSTM(lstm_units=32, projection_dim=8, n_layers=2)
     >>> x = np.random.rand(3, 6, 8).astype("float32")
     >>> mask = np.array([[1] * 6, [1] * 4 + [0] * 2, [1] * 1 + [0] * 5], bool)
-    >>> layer(x, mask=mask).shape
-    TensorShape([3, 2, 6, 16])
+    >>> tuple(layer(x, mask=mask).shape)
+    (3, 2, 6, 16)
 
     Reference:
         [Peters et al., 2018](https://arxiv.org/abs/1802.05365)
@@ -99,7 +107,6 @@ class ProjectedBiLSTM(keras.layers.Layer):
         length_aware=True,
         **kwargs,
     ):
-        require_tensorflow_backend("ProjectedBiLSTM")
         lstm_units = renamed_argument(
             kwargs, "units", "lstm_units", lstm_units, None, "ProjectedBiLSTM"
         )
@@ -144,46 +151,44 @@ class ProjectedBiLSTM(keras.layers.Layer):
         )
         self.built = True
 
-    def _recurrence(self, cell, z_input, mask, h, c):
-        """Runs `cell` over time. z_input [B, T, 4U], mask [B, T] -> (outputs [B, T, P], h, c)."""
-        z_time_major = tf.transpose(z_input, [1, 0, 2])
-        mask_time_major = tf.transpose(mask)[:, :, None]
-        steps = tf.shape(z_time_major)[0]
-        z_array = tf.TensorArray(z_input.dtype, size=steps).unstack(z_time_major)
-        mask_array = tf.TensorArray(tf.bool, size=steps).unstack(mask_time_major)
-        out_array = tf.TensorArray(z_input.dtype, size=steps)
+    def _recurrence(self, cell, z_input, lengths, h, c):
+        """Runs `cell` over time: z_input [B, T, 4U], lengths [B] -> (outputs [B, T, P], h, c).
 
+        A scan over the time-major gate inputs, the step number in the carry: a row runs while
+        the step is below its length (its mask is a prefix), then keeps its state and outputs
+        zeros. The scan is `keras.ops.scan`, except on TensorFlow, where `tf_fast_path.scan`
+        gives the same contract with a bounded `tf.while_loop` (Keras' TensorFlow `scan` sets
+        no `maximum_iterations`, which XLA needs to differentiate the loop).
+        """
         kernels = cell.step_kernels(h.dtype)  # cast once, not at every step
+        lengths = lengths[:, None]
 
-        def body(t, h, c, out_array):
-            h_new, c_new = cell.recurrent_step(z_array.read(t), h, c, kernels)
-            keep = mask_array.read(t)
-            h = tf.where(keep, h_new, h)
-            c = tf.where(keep, c_new, c)
-            out_array = out_array.write(t, tf.where(keep, h_new, tf.zeros_like(h_new)))
-            return t + 1, h, c, out_array
+        def step(carry, z_step):
+            h, c, t = carry
+            h_new, c_new = cell.recurrent_step(z_step, h, c, kernels)
+            keep = t < lengths
+            output = ops.where(keep, h_new, ops.zeros_like(h_new))
+            return (ops.where(keep, h_new, h), ops.where(keep, c_new, c), t + 1), output
 
-        _, h, c, out_array = tf.while_loop(
-            lambda t, *_: t < steps,
-            body,
-            (tf.constant(0), h, c, out_array),
-            maximum_iterations=steps,
-        )
-        outputs = tf.transpose(out_array.stack(), [1, 0, 2])
-        return outputs, h, c
+        scan = ops.scan
+        if keras.config.backend() == "tensorflow":
+            from elmo_keras.layers import tf_fast_path  # noqa: PLC0415  (TensorFlow only)
+
+            scan = tf_fast_path.scan
+        start = ops.zeros((), "int32")
+        (h, c, _), outputs = scan(step, (h, c, start), ops.transpose(z_input, (1, 0, 2)))
+        return ops.transpose(outputs, (1, 0, 2)), h, c
 
     def _run_direction(self, inputs, mask, lengths, cells, state_h, state_c, reverse, training):
-        x = inputs
-        if reverse:
-            x = tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
-        float_mask = tf.cast(mask, x.dtype)[:, :, None]
+        x = reverse_by_length(inputs, lengths) if reverse else inputs
+        float_mask = ops.cast(mask, x.dtype)[:, :, None]
         outputs, final_h, final_c = [], [], []
         for layer, cell in enumerate(cells):
             layer_input = self.input_dropout(x, training=training) if self.dropout else x
             out, h, c = self._recurrence(
                 cell,
                 cell.input_projection(layer_input),
-                mask,
+                lengths,
                 state_h[:, layer],
                 state_c[:, layer],
             )
@@ -194,34 +199,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
             final_c.append(c)
             x = out
         if reverse:
-            outputs = [
-                tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0) for out in outputs
-            ]
-        return outputs, tf.stack(final_h, axis=1), tf.stack(final_c, axis=1)
-
-    def _run_packed(self, inputs, plan, lengths, cells, state_h, state_c, reverse):
-        """`_run_direction` at inference, packed by length (see `packing_plan`)."""
-        x = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0) if reverse else inputs
-        x = tf.transpose(tf.gather(x, plan["order"]), [1, 0, 2])  # [T, B, F], sorted
-        mask = tf.cast(plan["mask"], x.dtype)
-        h0, c0 = tf.gather(state_h, plan["order"]), tf.gather(state_c, plan["order"])
-        outputs, final_h, final_c = [], [], []
-        for layer, cell in enumerate(cells):
-            packed = tf.gather_nd(x, plan["positions"])
-            out, h, c = packed_recurrence(cell, packed, plan, h0[:, layer], c0[:, layer])
-            if layer > 0 and self.use_skip_connections:
-                out = out + x * mask
-            outputs.append(out)
-            final_h.append(h)
-            final_c.append(c)
-            x = out
-        outputs = [tf.gather(tf.transpose(out, [1, 0, 2]), plan["inverse"]) for out in outputs]
-        if reverse:
-            outputs = [
-                tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0) for out in outputs
-            ]
-        final_h = tf.gather(tf.stack(final_h, axis=1), plan["inverse"])
-        return outputs, final_h, tf.gather(tf.stack(final_c, axis=1), plan["inverse"])
+            outputs = [reverse_by_length(out, lengths) for out in outputs]
+        return outputs, ops.stack(final_h, axis=1), ops.stack(final_c, axis=1)
 
     def call(
         self,
@@ -233,45 +212,56 @@ class ProjectedBiLSTM(keras.layers.Layer):
         length_aware=None,
     ):
         dtype = self.compute_dtype
-        inputs = tf.cast(inputs, dtype)
-        batch = tf.shape(inputs)[0]
-        steps = tf.shape(inputs)[1]
+        inputs = ops.cast(inputs, dtype)
+        batch, steps = ops.shape(inputs)[0], ops.shape(inputs)[1]
         if mask is None:
-            mask = tf.ones([batch, steps], tf.bool)
-        mask = tf.cast(mask, tf.bool)
-        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+            mask = ops.ones((batch, steps), "bool")
+        mask = ops.cast(mask, "bool")
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
         if initial_state is None:
-            state_h = tf.zeros([batch, 2, self.n_layers, self.projection_dim], dtype)
-            state_c = tf.zeros([batch, 2, self.n_layers, self.lstm_units], dtype)
+            state_h = ops.zeros((batch, 2, self.n_layers, self.projection_dim), dtype)
+            state_c = ops.zeros((batch, 2, self.n_layers, self.lstm_units), dtype)
         else:
             if len(initial_state) != 2:
                 raise ValueError(
                     "`initial_state` must be a list [state_h, state_c]. "
                     f"Received: {len(initial_state)} tensors"
                 )
-            state_h = tf.cast(initial_state[0], dtype)
-            state_c = tf.cast(initial_state[1], dtype)
-        backward_inputs = inputs if backward_inputs is None else tf.cast(backward_inputs, dtype)
+            state_h = ops.cast(initial_state[0], dtype)
+            state_c = ops.cast(initial_state[1], dtype)
+        backward_inputs = inputs if backward_inputs is None else ops.cast(backward_inputs, dtype)
         length_aware = self.length_aware if length_aware is None else length_aware
-        if length_aware and is_inference(training):
-            plan = packing_plan(lengths, steps, 4 * self.lstm_units)
-            args = (plan, lengths)
-            run = self._run_packed
-        else:
-            args = (mask, lengths)
-            run = functools.partial(self._run_direction, training=training)
-        forward, fw_h, fw_c = run(
-            inputs, *args, self.forward_cells, state_h[:, 0], state_c[:, 0], reverse=False
-        )
-        backward, bw_h, bw_c = run(
-            backward_inputs, *args, self.backward_cells, state_h[:, 1], state_c[:, 1], reverse=True
-        )
-        outputs = tf.stack(
-            [tf.concat([fw, bw], axis=-1) for fw, bw in zip(forward, backward, strict=True)], axis=1
+        if keras.config.backend() == "tensorflow":
+            from elmo_keras.layers import tf_fast_path  # noqa: PLC0415  (TensorFlow only)
+
+            if tf_fast_path.applies(training, length_aware):
+                outputs, state_h, state_c = tf_fast_path.packed_bilstm(
+                    self, inputs, backward_inputs, lengths, state_h, state_c
+                )
+                return (outputs, state_h, state_c) if self.return_state else outputs
+        directions = []
+        for index, x in enumerate((inputs, backward_inputs)):
+            cells = self.backward_cells if index else self.forward_cells
+            directions.append(
+                self._run_direction(
+                    x,
+                    mask,
+                    lengths,
+                    cells,
+                    state_h[:, index],
+                    state_c[:, index],
+                    reverse=index == 1,
+                    training=training,
+                )
+            )
+        (forward, fw_h, fw_c), (backward, bw_h, bw_c) = directions
+        outputs = ops.stack(
+            [ops.concatenate([fw, bw], axis=-1) for fw, bw in zip(forward, backward, strict=True)],
+            axis=1,
         )
         if not self.return_state:
             return outputs
-        return outputs, tf.stack([fw_h, bw_h], axis=1), tf.stack([fw_c, bw_c], axis=1)
+        return outputs, ops.stack([fw_h, bw_h], axis=1), ops.stack([fw_c, bw_c], axis=1)
 
     def compute_mask(self, inputs, mask=None, *args, **kwargs):
         if self.return_state:

@@ -114,7 +114,17 @@ class ScalarMix(keras.layers.Layer):
         variance = ops.sum(ops.square((x - mean) * broadcast)) / count
         return (x - mean) * ops.rsqrt(variance + self.layer_norm_epsilon)
 
+    @staticmethod
+    def _one_mask(mask):
+        """The mask of the positions: given on a list of layers, Keras passes one entry per
+        layer (`None` where a layer has none); the layers share their positions, so the first
+        given entry is the mask, and a list of `None`s is no mask."""
+        if isinstance(mask, list | tuple):
+            return next((m for m in mask if m is not None), None)
+        return mask
+
     def call(self, inputs, mask=None):
+        mask = self._one_mask(mask)
         layers = self._stack(inputs)
         dtype = layers[0].dtype
         gamma = ops.cast(self.gamma, dtype)
@@ -133,7 +143,7 @@ class ScalarMix(keras.layers.Layer):
         return gamma * total
 
     def compute_mask(self, inputs, mask=None):
-        return mask
+        return self._one_mask(mask)
 
     def compute_output_shape(self, input_shape):
         if isinstance(input_shape, list):

@@ -1,7 +1,9 @@
 """ELMo models: `BiLM` (character ids -> layer activations), `ElmoEmbedding` (a biLM and its
 mixes, as one layer of a task model) and `BiLMEmbedder` (many sentences, batched by length).
 
-Imports TensorFlow and Keras.
+Imports Keras; TensorFlow only when it is the Keras backend (`BiLM`, `ElmoEmbedding` on
+character ids and `BiLMEmbedder` run on JAX too). `load_bilm` and `load_bilm_preset` are
+deprecated aliases of `BiLM.from_bilm_tf` and `BiLM.from_preset`.
 """
 
 from elmo_keras.models.bilm import BiLM, load_bilm, load_bilm_preset

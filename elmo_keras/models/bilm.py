@@ -1,10 +1,12 @@
+import warnings
+
 import keras
-import tensorflow as tf
+from keras import ops
 
 from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM
-from elmo_keras.layers.projected_lstm_cell import is_inference, require_tensorflow_backend
+from elmo_keras.models import bilm_weights
 from elmo_keras.options import (
     DEFAULT_FILTERS,
     bilm_kwargs_to_options,
@@ -20,12 +22,10 @@ from elmo_keras.text.char_ids import (
 )
 from elmo_keras.weights import load_weights
 
-# The length-aware path runs the char CNN over the distinct tokens at most this many at a time,
-# so that a very long input never holds every token's convolution activations at once. 256
-# rather than 1024 keeps a chunk's widest activations (~45 MB) nearer the cache: exports with
-# 64, 128, 256 and 1024 alternating in one process (10 calls each, 64 x 20 tokens) ran 3.0,
-# 2.6 and 4.5% faster than 1024 in ONNX Runtime; in TensorFlow 256 ran as fast as 1024.
-CHAR_CNN_CHUNK = 256
+
+def sequence_mask(lengths, steps):
+    """`[B]` lengths -> bool `[B, steps]`, true at the first `lengths[b]` positions."""
+    return ops.arange(steps, dtype="int32")[None, :] < ops.cast(lengths, "int32")[:, None]
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -52,10 +52,11 @@ class BiLM(keras.Model):
         char_embedding_dim, filters, n_highway, n_characters, max_characters_per_token,
             activation: the `CharCNN` arguments; defaults are the published model's.
         dropout: float. Dropout on the LSTM inputs during training. Defaults to `0.0`.
-        length_aware: bool. At inference (`training` falsy), run the char CNN once per distinct
-            token (in chunks of 256) and the biLSTM packed by length (see `ProjectedBiLSTM`):
-            the same numbers as the plain path, much less work on uneven batches. Training
-            always takes the plain path. Defaults to `True`.
+        length_aware: bool. On TensorFlow at inference (`training` falsy), run the char CNN
+            once per distinct token (in chunks of 256) and the biLSTM packed by length
+            (`elmo_keras.layers.tf_fast_path`): the same numbers as the plain path, much less
+            work on uneven batches. Training, JAX and XLA always take the plain path, written
+            with `keras.ops`. Defaults to `True`.
         **kwargs: other keyword arguments of `keras.Model`.
 
     Call arguments:
@@ -80,8 +81,8 @@ class BiLM(keras.Model):
     Example:
     >>> bilm = BiLM(lstm_units=64, projection_dim=16, filters=[(1, 4), (2, 8)])
     >>> ids = elmo_keras.text.batch_to_char_ids([["Hello", "world", "!"], ["Hi"]])
-    >>> bilm(ids)["activations"].shape
-    TensorShape([2, 3, 3, 32])
+    >>> tuple(bilm(ids)["activations"].shape)
+    (2, 3, 3, 32)
 
     Reference:
         [Peters et al., 2018](https://arxiv.org/abs/1802.05365)
@@ -105,7 +106,6 @@ class BiLM(keras.Model):
         length_aware=True,
         **kwargs,
     ):
-        require_tensorflow_backend("BiLM")
         super().__init__(**kwargs)
         self.lstm_units = lstm_units
         self.projection_dim = projection_dim
@@ -154,36 +154,39 @@ class BiLM(keras.Model):
         self.built = True
 
     def add_sentence_boundaries(self, char_ids):
-        """`[B, T, C]` -> `[B, T + 2, C]` with `<S>` first and `</S>` after each last token."""
-        batch, steps = tf.shape(char_ids)[0], tf.shape(char_ids)[1]
-        lengths = tf.reduce_sum(tf.cast(char_ids[:, :, 0] != 0, tf.int32), axis=1)
+        """`[B, T, C]` -> `[B, T + 2, C]` with `<S>` first and `</S>` after each last token;
+        also returns the lengths `[B]`."""
+        char_ids = ops.cast(char_ids, "int32")
+        batch, steps = ops.shape(char_ids)[0], ops.shape(char_ids)[1]
+        lengths = ops.sum(ops.cast(ops.not_equal(char_ids[:, :, 0], 0), "int32"), axis=1)
         width = self.max_characters_per_token
-        bos = tf.constant(bos_char_ids(width), tf.int32)
-        eos = tf.constant(eos_char_ids(width), tf.int32)
-        padded = tf.concat(
+        bos = ops.convert_to_tensor(bos_char_ids(width), "int32")
+        eos = ops.convert_to_tensor(eos_char_ids(width), "int32")
+        padded = ops.concatenate(
             [
-                tf.tile(bos[None, None, :], [batch, 1, 1]),
+                ops.broadcast_to(bos[None, None, :], (batch, 1, width)),
                 char_ids,
-                tf.zeros([batch, 1, width], tf.int32),
+                ops.zeros((batch, 1, width), "int32"),
             ],
             axis=1,
         )
-        is_eos = tf.equal(tf.range(steps + 2)[None, :], (lengths + 1)[:, None])
-        return tf.where(is_eos[:, :, None], eos[None, None, :], padded), lengths
+        positions = ops.arange(steps + 2, dtype="int32")[None, :]
+        is_eos = ops.equal(positions, (lengths + 1)[:, None])
+        return ops.where(is_eos[:, :, None], eos[None, None, :], padded), lengths
 
     def _parse_inputs(self, inputs):
         """-> `(char_ids, token_char_ids, token_index, state)`, the unused ones `None`."""
         if not isinstance(inputs, dict):
-            return tf.cast(inputs, tf.int32), None, None, None
+            return inputs, None, None, None
         if ("state_h" in inputs) != ("state_c" in inputs):
             raise ValueError("`BiLM` needs both 'state_h' and 'state_c', or neither.")
         state = [inputs["state_h"], inputs["state_c"]] if "state_h" in inputs else None
         if "char_ids" in inputs:
-            return tf.cast(inputs["char_ids"], tf.int32), None, None, state
+            return inputs["char_ids"], None, None, state
         if "token_char_ids" in inputs and "token_index" in inputs:
-            token_char_ids = tf.cast(inputs["token_char_ids"], tf.int32)
-            token_index = tf.cast(inputs["token_index"], tf.int32)
-            if token_char_ids.shape.rank != 2 or token_index.shape.rank != 2:
+            token_char_ids = ops.convert_to_tensor(inputs["token_char_ids"])
+            token_index = ops.convert_to_tensor(inputs["token_index"])
+            if len(token_char_ids.shape) != 2 or len(token_index.shape) != 2:
                 raise ValueError(
                     "`token_char_ids` must be [distinct, max_characters_per_token] and "
                     "`token_index` [batch, tokens]. Received: shapes "
@@ -195,89 +198,76 @@ class BiLM(keras.Model):
             f"'token_index'. Received keys: {sorted(inputs)}"
         )
 
-    def _chunked_char_cnn(self, ids):
-        """The char CNN over `ids` `[n, C]`, `CHAR_CNN_CHUNK` rows at a time -> `[n, P]`."""
-        n = tf.shape(ids)[0]
-        n_chunks = tf.maximum(1, (n + CHAR_CNN_CHUNK - 1) // CHAR_CNN_CHUNK)
-        size = tf.maximum(1, (n + n_chunks - 1) // n_chunks)  # balanced chunks
-        ids = tf.pad(ids, [[0, n_chunks * size - n], [0, 0]])  # padding tokens: zero vectors
+    def _embed_tokens(self, char_ids, token_char_ids, token_index):
+        """The core path's token vectors `[B, T + 2, P]` with the boundaries, and the lengths.
 
-        def body(i, chunks):
-            return i + 1, chunks.write(i, self.char_cnn(ids[i * size : (i + 1) * size]))
-
-        _, chunks = tf.while_loop(
-            lambda i, _: i < n_chunks,
-            body,
-            (tf.constant(0), tf.TensorArray(self.char_cnn.compute_dtype, size=n_chunks)),
-            maximum_iterations=n_chunks,
-        )
-        return tf.reshape(chunks.stack(), [-1, self.projection_dim])[:n]
-
-    def _embed_distinct(self, token_char_ids, token_index):
-        """Token vectors `[B, T + 2, P]` with `<S>`/`</S>`, the char CNN run once per row of
-        `token_char_ids` (and once for each boundary); also returns the lengths."""
+        With `token_char_ids`/`token_index` the char CNN runs once per distinct token (and once
+        per boundary) and the vectors are gathered to the positions: the distinct-token trick,
+        on every backend. With `char_ids` it runs at every position of the padded batch.
+        """
+        if token_index is None:
+            with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
+            return self.char_cnn(with_boundaries), lengths
         width = self.max_characters_per_token
-        batch, steps = tf.shape(token_index)[0], tf.shape(token_index)[1]
-        lengths = tf.reduce_sum(tf.cast(token_index >= 0, tf.int32), axis=1)
-        bos = tf.constant(bos_char_ids(width), tf.int32)[None]
-        eos = tf.constant(eos_char_ids(width), tf.int32)[None]
-        vectors = self._chunked_char_cnn(tf.concat([token_char_ids, bos, eos], axis=0))
-        bos_row = tf.shape(token_char_ids)[0]
-        index = tf.concat(
-            [tf.fill([batch, 1], bos_row), token_index, tf.fill([batch, 1], -1)], axis=1
+        token_char_ids = ops.cast(token_char_ids, "int32")
+        token_index = ops.cast(token_index, "int32")
+        batch, steps = ops.shape(token_index)[0], ops.shape(token_index)[1]
+        lengths = ops.sum(ops.cast(token_index >= 0, "int32"), axis=1)
+        boundaries = ops.convert_to_tensor([bos_char_ids(width), eos_char_ids(width)], "int32")
+        vectors = self.char_cnn(ops.concatenate([token_char_ids, boundaries], axis=0))
+        bos_row = ops.shape(token_char_ids)[0]
+        index = ops.concatenate(
+            [
+                ops.full((batch, 1), bos_row, "int32"),
+                token_index,
+                ops.full((batch, 1), -1, "int32"),
+            ],
+            axis=1,
         )
-        is_eos = tf.equal(tf.range(steps + 2)[None, :], (lengths + 1)[:, None])
-        index = tf.where(is_eos, bos_row + 1, index)
-        embedded = tf.gather(vectors, tf.maximum(index, 0))
-        return embedded * tf.cast(index >= 0, embedded.dtype)[:, :, None], lengths
-
-    def _distinct_tokens(self, char_ids):
-        """`[B, T, C]` -> `(token_char_ids, token_index)`, exact in-graph deduplication."""
-        flat = tf.reshape(char_ids, [-1, self.max_characters_per_token])
-        distinct, index = tf.raw_ops.UniqueV2(x=flat, axis=tf.constant([0], tf.int64))
-        index = tf.reshape(index, tf.shape(char_ids)[:2])
-        return distinct, tf.where(char_ids[:, :, 0] != 0, index, -1)
+        is_eos = ops.equal(ops.arange(steps + 2, dtype="int32")[None, :], (lengths + 1)[:, None])
+        index = ops.where(is_eos, bos_row + 1, index)
+        embedded = ops.take(vectors, ops.maximum(index, 0), axis=0)
+        return embedded * ops.cast(index >= 0, embedded.dtype)[:, :, None], lengths
 
     def call(self, inputs, training=None, length_aware=None):
         char_ids, token_char_ids, token_index, state = self._parse_inputs(inputs)
-        if char_ids is not None and char_ids.shape.rank != 3:
-            raise ValueError(
-                "`char_ids` must be [batch, tokens, max_characters_per_token]. "
-                f"Received: shape={tuple(char_ids.shape)}"
-            )
+        if char_ids is not None:
+            char_ids = ops.convert_to_tensor(char_ids)
+            if len(char_ids.shape) != 3:
+                raise ValueError(
+                    "`char_ids` must be [batch, tokens, max_characters_per_token]. "
+                    f"Received: shape={tuple(char_ids.shape)}"
+                )
         length_aware = self.length_aware if length_aware is None else length_aware
-        length_aware = length_aware and is_inference(training)
-        if length_aware:
+        fast = False
+        if keras.config.backend() == "tensorflow":
+            from elmo_keras.layers import tf_fast_path  # noqa: PLC0415  (TensorFlow only)
+
+            fast = tf_fast_path.applies(training, length_aware)
+        if fast:
             if token_index is None:
-                token_char_ids, token_index = self._distinct_tokens(char_ids)
-            steps = tf.shape(token_index)[1]
-            embedded, lengths = self._embed_distinct(token_char_ids, token_index)
+                token_char_ids, token_index = tf_fast_path.distinct_tokens(char_ids)
+            embedded, lengths = tf_fast_path.embed_distinct_tokens(
+                self.char_cnn, token_char_ids, token_index
+            )
         else:
-            if token_index is None:
-                steps = tf.shape(char_ids)[1]
-            else:  # the equivalent char ids: -1 picks an all-zero (padding) row
-                steps = tf.shape(token_index)[1]
-                padding = tf.zeros([1, self.max_characters_per_token], tf.int32)
-                table = tf.concat([token_char_ids, padding], axis=0)
-                index = tf.where(token_index >= 0, token_index, tf.shape(token_char_ids)[0])
-                char_ids = tf.gather(table, index)
-            with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
-            embedded = self.char_cnn(with_boundaries)
+            embedded, lengths = self._embed_tokens(char_ids, token_char_ids, token_index)
+        steps = ops.shape(embedded)[1] - 2
         outputs, state_h, state_c = self.bilstm(
             embedded,
-            mask=tf.sequence_mask(lengths + 2, steps + 2),
+            mask=sequence_mask(lengths + 2, steps + 2),
             initial_state=state,
             training=training,
-            length_aware=length_aware,
+            length_aware=fast,
         )
-        mask = tf.sequence_mask(lengths, steps)
-        float_mask = tf.cast(mask, embedded.dtype)[:, :, None]
+        mask = sequence_mask(lengths, steps)
+        float_mask = ops.cast(mask, embedded.dtype)[:, :, None]
         token_embeddings = embedded[:, 1 : steps + 1] * float_mask
         layers = outputs[:, :, 1 : steps + 1] * float_mask[:, None]
-        layer0 = tf.concat([token_embeddings, token_embeddings], axis=-1)[:, None]
+        layer0 = ops.concatenate([token_embeddings, token_embeddings], axis=-1)[:, None]
         return {
             "token_embeddings": token_embeddings,
-            "activations": tf.concat([layer0, layers], axis=1),
+            "activations": ops.concatenate([layer0, layers], axis=1),
             "mask": mask,
             "state_h": state_h,
             "state_c": state_c,
@@ -315,9 +305,24 @@ class BiLM(keras.Model):
         config = self.get_config()
         return bilm_kwargs_to_options(config)
 
+    def weight_shapes(self):
+        """{dataset name: shape} of this built model in bilm-tf's hdf5 layout
+        (`elmo_keras.models.bilm_weights`)."""
+        return bilm_weights.weight_shapes(self)
+
+    def get_weight_arrays(self):
+        """This model's weights as {dataset name: NumPy array} in bilm-tf's layout."""
+        return bilm_weights.get_weight_arrays(self)
+
+    def set_weight_arrays(self, arrays):
+        """Assigns {dataset name: array} in bilm-tf's layout (every name of `weight_shapes`)."""
+        bilm_weights.set_weight_arrays(self, arrays)
+
     @classmethod
     def from_bilm_tf(cls, options_path, weights_path, check_finite=True, **kwargs):
         """Builds a `BiLM` from bilm-tf's `options.json` and loads its hdf5 weights.
+
+        `from_preset` does the same for a name or a folder; this takes the two files.
 
         Args:
             options_path: str or path-like. The options file (262 characters), or its
@@ -325,7 +330,7 @@ class BiLM(keras.Model):
                 `elmo_keras.download.cached_path`).
             weights_path: str or path-like. The hdf5 weight file (bilm-tf layout), or its URL.
             check_finite: bool. Refuse NaN or infinite weights (see
-                `elmo_keras.weights.load_weights`). Defaults to `True`.
+                `elmo_keras.weights.read_weight_arrays`). Defaults to `True`.
             **kwargs: other keyword arguments of `BiLM` (e.g. `name`, `dtype`).
 
         Example:
@@ -338,14 +343,14 @@ class BiLM(keras.Model):
 
     @classmethod
     def from_preset(cls, preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
-        """Builds a named published biLM, the packaged `tiny` one, or a model folder's.
+        """Builds a named biLM, or a model folder's: the one way to load by name (keras-hub's).
 
         Args:
             preset: str or path-like. `"small"`, `"medium"`, `"original"`, `"original_5.5b"`
                 (AllenNLP's published models, downloaded once into the cache; set
-                `ELMO_KERAS_MIRROR` to fetch them from elsewhere), `"tiny"`, or a folder
-                holding `options.json` and an `.hdf5` weight file. See
-                `elmo_keras.presets.resolve_preset`.
+                `ELMO_KERAS_MIRROR` to fetch them from elsewhere), the packaged `"tiny"` and
+                `"mini_en"`, or a folder holding `options.json` and an `.hdf5` weight file.
+                See `elmo_keras.presets.resolve_preset`.
             cache_dir: path or None. Where downloads go. Defaults to `$ELMO_KERAS_CACHE`, else
                 `~/.cache/elmo-keras`.
             progress: bool. A download progress bar on a terminal. Defaults to `True`.
@@ -360,14 +365,21 @@ class BiLM(keras.Model):
         return cls.from_bilm_tf(options_path, weights_path, check_finite=check_finite, **kwargs)
 
 
+def _deprecated(old, new):
+    warnings.warn(
+        f"`{old}` is deprecated and will be removed; use `{new}`.", DeprecationWarning, stacklevel=3
+    )
+
+
 def load_bilm(options_path, weights_path, check_finite=True, **kwargs):
-    """Builds a `BiLM` from bilm-tf's `options.json` and hdf5 weights (paths or URLs):
-    `BiLM.from_bilm_tf`."""
+    """Deprecated alias of `BiLM.from_bilm_tf(options_path, weights_path)`."""
+    _deprecated("load_bilm", "BiLM.from_bilm_tf")
     return BiLM.from_bilm_tf(options_path, weights_path, check_finite=check_finite, **kwargs)
 
 
 def load_bilm_preset(preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
-    """Builds a named biLM (`"original"`, `"tiny"`, ...) or a model folder's: `BiLM.from_preset`."""
+    """Deprecated alias of `BiLM.from_preset(preset)`."""
+    _deprecated("load_bilm_preset", "BiLM.from_preset")
     return BiLM.from_preset(
         preset, cache_dir=cache_dir, progress=progress, check_finite=check_finite, **kwargs
     )

@@ -1,9 +1,29 @@
+import keras
 import numpy as np
-import tensorflow as tf
 
 from elmo_keras import batching
 from elmo_keras.embedder import Embedder
 from elmo_keras.text.char_ids import distinct_token_ids
+
+# Shapes of the JAX program, rounded up so that a long `embed` compiles a few of them: the
+# batch's longest sentence to the next of these token counts (then to multiples of 256), the
+# distinct tokens to a power of two (at least 64), the rows to a power of two (at most the
+# batch size). Padding rows have no token and padding tokens are never gathered, so the
+# rounding changes no number.
+# How many shapes WikiText-2 valid compiles: docs/backends.md.
+TOKEN_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+def _round_up(n, minimum=1):
+    """The next power of two >= max(n, minimum)."""
+    return 1 << (max(n, minimum) - 1).bit_length()
+
+
+def _token_bucket(n):
+    for bucket in TOKEN_BUCKETS:
+        if n <= bucket:
+            return bucket
+    return -(-n // 256) * 256
 
 
 class BiLMEmbedder(Embedder):
@@ -11,11 +31,16 @@ class BiLMEmbedder(Embedder):
 
     Sentences are read as a stream, sorted by length a chunk at a time and cut into batches of
     similar length (`elmo_keras.batching.iter_embeddings`). Each batch is one call of a compiled
-    `tf.function` that takes every distinct token of the batch once (`"token_char_ids"`) and,
-    per position, the row of its token (`"token_index"`): with a length-aware `BiLM` the char
-    CNN then runs once per distinct token and the biLSTM only over real positions. Every
-    sentence starts from zero state, so its vectors do not depend on the batch size or on its
-    neighbours.
+    function that takes every distinct token of the batch once (`"token_char_ids"`) and, per
+    position, the row of its token (`"token_index"`): the char CNN then runs once per distinct
+    token. Every sentence starts from zero state, so its vectors do not depend on the batch
+    size or on its neighbours.
+
+    On TensorFlow the function is a `tf.function` of the length-aware `BiLM` (the biLSTM only
+    over real positions). On JAX it is `jax.jit` of the model's `stateless_call`, and each
+    batch is padded to a bucketed shape (`TOKEN_BUCKETS`, powers of two for the distinct tokens
+    and rows) so that a long input compiles a few programs; `compiled_shapes` counts them.
+    Both give the same vectors (within 1e-5, tests/models/test_bilm_embedder.py).
 
     `embed`, `iter_embed` and `embed_text` come from `elmo_keras.embedder.Embedder`, shared
     with the ONNX Runtime client `elmo_keras.runtime.OnnxEmbedder`.
@@ -26,36 +51,90 @@ class BiLMEmbedder(Embedder):
         max_tokens: int or `None`. The most padded tokens per batch (`batch size * longest
             sentence`); a longer sentence gets a batch of its own. Defaults to `None` (no
             limit).
-        jit_compile: bool. Compile with XLA (one compilation per distinct shape; the biLM then
-            runs its plain, padded path, as XLA needs static shapes). Defaults to `False`.
+        jit_compile: bool. On TensorFlow, compile with XLA (one compilation per distinct shape;
+            the biLM then runs its plain, padded path, as XLA needs static shapes). Defaults
+            to `False`. JAX always compiles.
 
     Example:
-    >>> embedder = BiLMEmbedder(load_bilm("options.json", "weights.hdf5"))  # doctest: +SKIP
-    >>> vectors = embedder.embed([["Hello", "world"], []])  # doctest: +SKIP
-    >>> vectors[0].shape, vectors[1].shape  # doctest: +SKIP
-    ((3, 2, 1024), (3, 0, 1024))
+    >>> from elmo_keras.models import BiLM
+    >>> embedder = BiLMEmbedder(BiLM.from_preset("tiny"))
+    >>> vectors = embedder.embed([["Hello", "world"], []])
+    >>> vectors[0].shape, vectors[1].shape
+    ((3, 2, 32), (3, 0, 32))
     """
 
     def __init__(self, bilm, batch_size=64, max_tokens=None, jit_compile=False):
         super().__init__(batch_size, max_tokens)
         self.bilm = bilm
-        self.jit_compile = jit_compile
-        width = bilm.max_characters_per_token
+        self.jit_compile = bool(jit_compile)
+        self.backend = keras.config.backend()
+        self.compiled_shapes = set()
+        if self.backend == "tensorflow":
+            self._run = self._tensorflow_function()
+        elif self.backend == "jax":
+            self._run = self._jax_function()
+        else:
+            self._run = self._eager_function()
+
+    def _tensorflow_function(self):
+        import tensorflow as tf  # noqa: PLC0415  (this backend only)
+
+        bilm, width = self.bilm, self.bilm.max_characters_per_token
+        # XLA needs static shapes: the padded path (the packed one slices by length).
+        length_aware = False if self.jit_compile else None
 
         def run(token_char_ids, token_index):
             inputs = {"token_char_ids": token_char_ids, "token_index": token_index}
-            # XLA needs static shapes: the padded path (the packed one slices by length).
-            plain = False if jit_compile else None
-            return bilm(inputs, training=False, length_aware=plain)["activations"]
+            return bilm(inputs, training=False, length_aware=length_aware)["activations"]
 
-        self._run = tf.function(
+        run = tf.function(
             run,
             input_signature=[
                 tf.TensorSpec([None, width], tf.int32),
                 tf.TensorSpec([None, None], tf.int32),
             ],
-            jit_compile=jit_compile,
+            jit_compile=self.jit_compile,
         )
+        return lambda ids, index: run(tf.constant(ids), tf.constant(index)).numpy()
+
+    def _jax_function(self):
+        import jax  # noqa: PLC0415  (this backend only)
+
+        bilm = self.bilm
+
+        @jax.jit
+        def run(trainable, non_trainable, token_char_ids, token_index):
+            inputs = {"token_char_ids": token_char_ids, "token_index": token_index}
+            outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
+            return outputs["activations"]
+
+        def call(ids, index):
+            ids, index = self._bucketed(ids, index)
+            self.compiled_shapes.add((ids.shape[0], *index.shape))
+            trainable = [v.value for v in bilm.trainable_variables]
+            non_trainable = [v.value for v in bilm.non_trainable_variables]
+            return np.asarray(run(trainable, non_trainable, ids, index))
+
+        return call
+
+    def _eager_function(self):
+        def call(ids, index):
+            inputs = {"token_char_ids": ids, "token_index": index}
+            activations = self.bilm(inputs, training=False)["activations"]
+            return keras.ops.convert_to_numpy(activations)
+
+        return call
+
+    def _bucketed(self, ids, index):
+        """Pads a batch to its bucket's shape (JAX compiles one program per shape)."""
+        rows = min(_round_up(index.shape[0]), max(self.batch_size, index.shape[0]))
+        steps = _token_bucket(index.shape[1])
+        distinct = _round_up(ids.shape[0], 64)
+        padded_index = np.full((rows, steps), -1, np.int32)
+        padded_index[: index.shape[0], : index.shape[1]] = index
+        padded_ids = np.zeros((distinct, ids.shape[1]), np.int32)
+        padded_ids[: ids.shape[0]] = ids
+        return padded_ids, padded_index
 
     @property
     def n_layers(self):
@@ -84,7 +163,7 @@ class BiLMEmbedder(Embedder):
         token_char_ids, token_index = distinct_token_ids(
             sentences, max_characters_per_token=self.bilm.max_characters_per_token
         )
-        activations = self._run(tf.constant(token_char_ids), tf.constant(token_index)).numpy()
+        activations = self._run(token_char_ids.astype(np.int32), token_index.astype(np.int32))
         return [
             np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)
             for row, sentence in enumerate(sentences)

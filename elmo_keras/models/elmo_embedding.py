@@ -1,12 +1,10 @@
 import keras
-import tensorflow as tf
+from keras import ops
 
-from elmo_keras.layers.projected_lstm_cell import require_tensorflow_backend
+from elmo_keras.backend import require_tensorflow_backend
 from elmo_keras.layers.scalar_mix import ScalarMix
-from elmo_keras.models.bilm import BiLM, load_bilm, load_bilm_preset
-from elmo_keras.text import tf_char_ids
+from elmo_keras.models.bilm import BiLM
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES
-from elmo_keras.text.tokenizer import tokenize
 from elmo_keras.validation import check_choice, check_int, check_number
 
 INPUT_TYPES = ("char_ids", "tokens", "sentences")
@@ -18,9 +16,9 @@ def masked_mean(vectors, mask):
 
     Padding never counts; a sentence with no token gives zeros (not NaN).
     """
-    float_mask = tf.cast(mask, vectors.dtype)[:, :, None]
-    total = tf.reduce_sum(vectors * float_mask, axis=1)
-    count = tf.maximum(tf.reduce_sum(float_mask, axis=1), tf.cast(1.0, vectors.dtype))
+    float_mask = ops.cast(mask, vectors.dtype)[:, :, None]
+    total = ops.sum(vectors * float_mask, axis=1)
+    count = ops.maximum(ops.sum(float_mask, axis=1), ops.cast(1.0, vectors.dtype))
     return total / count
 
 
@@ -38,6 +36,10 @@ class _SentenceMask(keras.layers.Layer):
         self.tokenization_mode = tokenization_mode
 
     def call(self, sentences):
+        import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
+
+        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
+
         lengths = tokenize(sentences, mode=self.tokenization_mode).row_lengths()
         return tf.sequence_mask(lengths)
 
@@ -69,12 +71,16 @@ class ElmoEmbedding(keras.layers.Layer):
 
     Three input types (`input_type`):
     - `"char_ids"`: int tensor `[batch, tokens, max_characters_per_token]`, as made by
-      `elmo_keras.text.batch_to_char_ids`; a token whose ids are all 0 is padding.
+      `elmo_keras.text.batch_to_char_ids`; a token whose ids are all 0 is padding. Runs on
+      every Keras backend.
     - `"tokens"`: string tensor `[batch, tokens]` of tokens, right-padded with `""`. The number
       of non-empty strings in a row is its length, so `""` must only appear as padding.
     - `"sentences"`: string tensor `[batch]` of untokenized sentences, split inside the layer
       by `elmo_keras.text.tokenizer.tokenize` (`tokenization_mode`), as the SavedModel's
       `default` signature does.
+
+    The two string types are TensorFlow string ops: on another backend the constructor
+    refuses them in one line (`elmo_keras.backend.require_tensorflow_backend`).
 
     Args:
         bilm: `elmo_keras.models.BiLM`, or its config as produced by
@@ -113,8 +119,8 @@ class ElmoEmbedding(keras.layers.Layer):
     >>> elmo = ElmoEmbedding(bilm, input_type="tokens", dropout=0.0)
     >>> tokens = tf.constant([["The", "bank", "."], ["Hi", "", ""]])
     >>> x = elmo(tokens)
-    >>> x.shape, elmo.compute_mask(tokens).numpy().tolist()
-    (TensorShape([2, 3, 16]), [[True, True, True], [True, False, False]])
+    >>> tuple(x.shape), elmo.compute_mask(tokens).numpy().tolist()
+    ((2, 3, 16), [[True, True, True], [True, False, False]])
 
     Reference:
         [Peters et al., 2018](https://arxiv.org/abs/1802.05365), section 3.3.
@@ -133,7 +139,6 @@ class ElmoEmbedding(keras.layers.Layer):
         tokenization_mode="punctuation",
         **kwargs,
     ):
-        require_tensorflow_backend("ElmoEmbedding")
         super().__init__(**kwargs)
         if isinstance(bilm, dict):
             bilm = keras.saving.deserialize_keras_object(bilm)
@@ -151,6 +156,8 @@ class ElmoEmbedding(keras.layers.Layer):
         self.do_layer_norm = bool(do_layer_norm)
         self.trainable_bilm = bool(trainable_bilm)
         self.input_type = check_choice("input_type", input_type, INPUT_TYPES)
+        if self.input_type != "char_ids":
+            require_tensorflow_backend(f"ElmoEmbedding(input_type={self.input_type!r})")
         self.l2_coef = check_number("l2_coef", l2_coef, minimum=0.0)
         self.pooling = check_choice("pooling", pooling, POOLING_MODES)
         self.tokenization_mode = check_choice(
@@ -206,13 +213,22 @@ class ElmoEmbedding(keras.layers.Layer):
         """The layer's input, whatever its type, as character ids `[B, T, C]` (int32)."""
         width = self.bilm.max_characters_per_token
         if self.input_type == "char_ids":
-            char_ids = tf.cast(inputs, tf.int32)
-            if char_ids.shape.rank != 3:
+            char_ids = ops.cast(inputs, "int32")
+            if len(char_ids.shape) != 3:
                 raise ValueError(
                     "`ElmoEmbedding(input_type='char_ids')` expects int inputs "
                     f"[batch, tokens, {width}]. Received: shape={tuple(char_ids.shape)}"
                 )
             return char_ids
+        return self._strings_to_char_ids(inputs, width)
+
+    def _strings_to_char_ids(self, inputs, width):
+        """Tokens or sentences -> character ids, with TensorFlow's string ops."""
+        import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
+
+        from elmo_keras.text import tf_char_ids  # noqa: PLC0415
+        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
+
         tokens = tf.convert_to_tensor(inputs)
         if tokens.dtype != tf.string:
             raise ValueError(
@@ -243,7 +259,7 @@ class ElmoEmbedding(keras.layers.Layer):
         results = []
         for mix, drop in zip(self.scalar_mixes, self.dropout_layers, strict=True):
             mixed = drop(mix(activations, mask=mask), training=training)
-            mixed = mixed * tf.cast(mask, mixed.dtype)[:, :, None]
+            mixed = mixed * ops.cast(mask, mixed.dtype)[:, :, None]
             if self.pooling == "mean":
                 mixed = masked_mean(mixed, mask)
             results.append(mixed)
@@ -264,7 +280,7 @@ class ElmoEmbedding(keras.layers.Layer):
         elif self.input_type == "sentences":
             mask = self.sentence_mask(inputs)
         else:
-            mask = self.to_char_ids(inputs)[:, :, 0] > 0
+            mask = ops.greater(self.to_char_ids(inputs)[:, :, 0], 0)
         if self.num_output_representations == 1:
             return mask
         return [mask] * self.num_output_representations
@@ -321,7 +337,7 @@ class ElmoEmbedding(keras.layers.Layer):
         >>> elmo = ElmoEmbedding.from_bilm_tf("options.json", "lm_weights.hdf5",
         ...                                   input_type="sentences")  # doctest: +SKIP
         """
-        return cls(load_bilm(options_path, weights_path), **kwargs)
+        return cls(BiLM.from_bilm_tf(options_path, weights_path), **kwargs)
 
     @classmethod
     def from_preset(cls, preset, cache_dir=None, progress=True, **kwargs):
@@ -340,4 +356,4 @@ class ElmoEmbedding(keras.layers.Layer):
         >>> elmo.output_dim
         32
         """
-        return cls(load_bilm_preset(preset, cache_dir=cache_dir, progress=progress), **kwargs)
+        return cls(BiLM.from_preset(preset, cache_dir=cache_dir, progress=progress), **kwargs)

@@ -5,7 +5,7 @@ import math
 import keras
 import tensorflow as tf
 
-from elmo_keras.layers.projected_lstm_cell import require_tensorflow_backend
+from elmo_keras.backend import require_tensorflow_backend
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.validation import check_int
 

@@ -45,3 +45,16 @@ __all__ = [
     "token_to_char_ids",
     "tokenize_python",
 ]
+
+
+# The TensorFlow twins, loaded when first named (`elmo_keras.text.tf_char_ids`), so that this
+# package stays free of TensorFlow for the ONNX Runtime client and the JAX backend.
+_TENSORFLOW_SUBMODULES = ("tf_char_ids", "tokenizer")
+
+
+def __getattr__(name):
+    if name in _TENSORFLOW_SUBMODULES:
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

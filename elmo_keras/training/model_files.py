@@ -48,8 +48,9 @@ def export_model(model, vocabulary, output_dir):
 
 def load_language_model(model_dir):
     """Loads what `export_model` wrote: returns `(LanguageModel, Vocabulary)`."""
+    from elmo_keras.models import BiLM
     from elmo_keras.models.language_model import LanguageModel
-    from elmo_keras.weights import load_bilm, load_softmax
+    from elmo_keras.weights import load_softmax
 
     model_dir = pathlib.Path(model_dir)
     for name in MODEL_FILES:
@@ -59,7 +60,7 @@ def load_language_model(model_dir):
                 "(`elmo-keras train` writes options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5)"
             )
     vocabulary = Vocabulary.load(model_dir / VOCAB_FILE)
-    bilm = load_bilm(model_dir / OPTIONS_FILE, model_dir / WEIGHTS_FILE)
+    bilm = BiLM.from_bilm_tf(model_dir / OPTIONS_FILE, model_dir / WEIGHTS_FILE)
     kernel, bias = load_softmax(model_dir / SOFTMAX_FILE)
     if kernel.shape[0] != len(vocabulary):
         raise ValueError(

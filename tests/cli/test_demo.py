@@ -34,13 +34,13 @@ def test_demo_prints_the_sense_table_of_a_preset(capsys):
 
 def test_demo_table_equals_a_numpy_computation(capsys):
     """The printed numbers are the cosines of the vectors `embed` gives (NumPy float64 here)."""
+    from elmo_keras.models import BiLM
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
     from elmo_keras.presets import resolve_preset
-    from elmo_keras.weights import load_bilm
 
     assert main(["demo", "--model", "tiny"]) == 0
     rows = _table(capsys.readouterr().out)
-    bilm = load_bilm(*resolve_preset("tiny"))
+    bilm = BiLM.from_bilm_tf(*resolve_preset("tiny"))
     senses = SENSES["bank"]
     sentences = [s.split() for group in senses.values() for s in group]
     labels = np.array([sense for sense, group in senses.items() for _ in group])

@@ -8,7 +8,7 @@ from export_helpers import make_mix
 
 @pytest.fixture(scope="session")
 def fixture_bilms(bilm_tf_fixture, allennlp_fixture):
-    from elmo_keras.weights import load_bilm
+    from elmo_keras.models import BiLM
 
     paths = {
         "bilm_tf": (
@@ -19,7 +19,7 @@ def fixture_bilms(bilm_tf_fixture, allennlp_fixture):
     }
     models = {}
     for name, (options, weights) in paths.items():
-        bilm = load_bilm(options, weights)
+        bilm = BiLM.from_bilm_tf(options, weights)
         mix = make_mix(bilm.n_layers)
         models[name] = {"bilm": bilm, "mix": mix, "options": options, "weights": weights}
     return models

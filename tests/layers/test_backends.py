@@ -1,10 +1,10 @@
-"""Keras backends: the `keras.ops` layers under JAX, and the one error of the TensorFlow-only parts.
+"""Keras backends: every layer and model under JAX, and the one error of the TensorFlow-only parts.
 
-`Highway`, `ScalarMix` and `CharCNN` also go through `run_layer_test` (which checks that their
-outputs are tensors of the running backend, and on JAX that `jax.jit(layer.stateless_call)`
-gives the eager outputs) and their NumPy reference tests under JAX: `make test` runs tests/layers
-a second time with `KERAS_BACKEND=jax`. The tests marked `jax_only` here need that run; the
-others run on every backend.
+Every layer also goes through `run_layer_test` (which checks that its outputs are tensors of the
+running backend, and on JAX that `jax.jit(layer.stateless_call)` gives the eager outputs) and
+its NumPy reference tests under JAX: `make test` runs tests/layers and tests/models a second time
+with `KERAS_BACKEND=jax`. The tests marked `jax_only` here need that run; the others run on
+every backend. tests/test_no_tensorflow.py runs the JAX path where TensorFlow cannot be imported.
 """
 
 import ast
@@ -15,13 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from elmo_keras.layers import (
-    CharCNN,
-    ProjectedBiLSTM,
-    ProjectedLSTMCell,
-    ScalarMix,
-    require_tensorflow_backend,
-)
+from elmo_keras.layers import CharCNN, ProjectedBiLSTM, ScalarMix
 from tests import numpy_reference as ref
 from tests.layers.test_char_cnn import SMALL, layer_weights64, random_ids
 from tests.layers.test_scalar_mix import layers_and_mask
@@ -30,7 +24,50 @@ BACKEND = keras.config.backend()
 jax_only = pytest.mark.skipif(
     BACKEND != "jax", reason="needs KERAS_BACKEND=jax (the second command of `make test`)"
 )
-LAYERS = pathlib.Path(__file__).resolve().parents[2] / "elmo_keras" / "layers"
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "elmo_keras"
+LAYERS = PACKAGE / "layers"
+# The backend-neutral core: no TensorFlow import at module level (a TensorFlow-only branch may
+# import it inside a function, run only when TensorFlow is the backend).
+NEUTRAL = [
+    "layers/__init__.py",
+    "layers/highway.py",
+    "layers/scalar_mix.py",
+    "layers/char_cnn.py",
+    "layers/projected_lstm_cell.py",
+    "layers/projected_bilstm.py",
+    "models/__init__.py",
+    "models/bilm.py",
+    "models/bilm_weights.py",
+    "models/bilm_embedder.py",
+    "models/elmo_embedding.py",
+    "weights.py",
+    "backend.py",
+]
+
+
+def _module_level_imports(path):
+    imported = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    return imported
+
+
+@pytest.mark.parametrize("module", NEUTRAL)
+def test_the_core_does_not_import_tensorflow(module):
+    assert "tensorflow" not in _module_level_imports(PACKAGE / module), (
+        f"{module} imports TensorFlow; use keras.ops (TensorFlow-only code goes to "
+        "elmo_keras/layers/tf_fast_path.py)"
+    )
+
+
+def test_the_fast_path_is_the_one_tensorflow_module_of_the_layers():
+    with_tensorflow = sorted(
+        p.name for p in LAYERS.glob("*.py") if "tensorflow" in _module_level_imports(p)
+    )
+    assert with_tensorflow == ["tf_fast_path.py"]
 
 
 def _message(owner, backend):
@@ -40,72 +77,54 @@ def _message(owner, backend):
     )
 
 
-@pytest.mark.parametrize("module", ["highway.py", "scalar_mix.py", "char_cnn.py"])
-def test_backend_neutral_layers_do_not_import_tensorflow(module):
-    tree = ast.parse((LAYERS / module).read_text(encoding="utf-8"))
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            imported.add((node.module or "").split(".")[0])
-    assert "tensorflow" not in imported, f"{module} imports TensorFlow; use keras.ops"
-
-
-@pytest.mark.parametrize(
-    "make, owner",
-    [
-        (lambda: ProjectedBiLSTM(8, 4), "ProjectedBiLSTM"),
-        (lambda: ProjectedLSTMCell(8, 4), "ProjectedLSTMCell"),
-    ],
-    ids=["ProjectedBiLSTM", "ProjectedLSTMCell"],
-)
-def test_tensorflow_only_layers_name_themselves_and_the_backend(monkeypatch, make, owner):
+@pytest.mark.parametrize("input_type", ["tokens", "sentences"])
+def test_string_inputs_name_themselves_and_the_backend(monkeypatch, input_type):
     # Runs on every backend: Keras is made to report another one while the constructor runs.
+    from elmo_keras.models import BiLM, ElmoEmbedding
+
+    bilm = BiLM(lstm_units=8, projection_dim=4, filters=[(1, 4)], n_highway=0)
     monkeypatch.setattr(keras.config, "backend", lambda: "torch")
+    owner = f"ElmoEmbedding(input_type={input_type!r})"
     with pytest.raises(RuntimeError, match=_message(owner, "torch")):
-        make()
+        ElmoEmbedding(bilm, input_type=input_type)
+    ElmoEmbedding(bilm, input_type="char_ids")  # character ids run everywhere
 
 
 def test_require_tensorflow_backend_accepts_tensorflow(monkeypatch):
+    from elmo_keras.backend import require_tensorflow_backend
+
     monkeypatch.setattr(keras.config, "backend", lambda: "tensorflow")
-    assert require_tensorflow_backend("BiLM") is None
+    assert require_tensorflow_backend("LanguageModel") is None
 
 
 @jax_only
-@pytest.mark.parametrize(
-    "make, owner",
-    [
-        (lambda: ProjectedBiLSTM(8, 4), "ProjectedBiLSTM"),
-        (lambda: ProjectedLSTMCell(8, 4), "ProjectedLSTMCell"),
-        (
-            lambda: ProjectedBiLSTM.from_config({"lstm_units": 8, "projection_dim": 4}),
-            "ProjectedBiLSTM",
-        ),
-    ],
-    ids=["ProjectedBiLSTM", "ProjectedLSTMCell", "from_config"],
-)
-def test_tensorflow_only_layers_raise_under_jax(make, owner):
-    with pytest.raises(RuntimeError, match=_message(owner, "jax")):
-        make()
+def test_bilstm_jit_gradient_matches_finite_differences():
+    """The training path under `jax.grad`: the scan's gradient against central differences."""
+    import jax
+    import jax.numpy as jnp
 
+    rng = np.random.default_rng(3)
+    layer = ProjectedBiLSTM(6, 3, n_layers=2, cell_clip=3.0, proj_clip=3.0)
+    layer.build((None, None, 3))
+    x = rng.normal(size=(2, 4, 3)).astype("float32")
+    mask = np.array([[True] * 4, [True, True, False, False]])
+    probe = rng.normal(size=(2, 2, 4, 6)).astype("float32")
 
-@jax_only
-def test_bilm_raises_under_jax():
-    from elmo_keras.models import BiLM
+    def loss(trainable):
+        out, _ = layer.stateless_call(trainable, [], x, mask=mask, training=True)
+        return jnp.sum(out * probe)
 
-    with pytest.raises(
-        RuntimeError, match="needs the TensorFlow backend .* received backend 'jax'"
-    ):
-        BiLM(lstm_units=8, projection_dim=4, filters=[(1, 4)], n_highway=0)
-
-
-@jax_only
-def test_elmo_embedding_raises_under_jax():
-    from elmo_keras.models import ElmoEmbedding
-
-    with pytest.raises(RuntimeError, match=_message("ElmoEmbedding", "jax")):
-        ElmoEmbedding(bilm=None)
+    trainable = [v.value for v in layer.trainable_variables]
+    grads = jax.jit(jax.grad(loss))(trainable)
+    # The first forward cell's kernel, a few entries, in float64 differences of float32 losses.
+    k, eps = 0, 1e-2
+    for index in [(0, 0), (1, 5), (2, 23)]:
+        plus = [w for w in trainable]
+        minus = [w for w in trainable]
+        plus[k] = trainable[k].at[index].add(eps)
+        minus[k] = trainable[k].at[index].add(-eps)
+        numeric = (float(loss(plus)) - float(loss(minus))) / (2 * eps)
+        np.testing.assert_allclose(float(grads[k][index]), numeric, rtol=2e-2, atol=2e-3)
 
 
 @jax_only
@@ -175,4 +194,4 @@ def test_the_example_of_docs_backends_runs(capsys):
     blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
     assert len(blocks) == 1, "docs/backends.md should hold one Python example"
     exec(compile(blocks[0], "docs/backends.md", "exec"), {"__name__": "docs_backends"})
-    assert capsys.readouterr().out == "True (2, 4, 64) [(3,), ()]\n"
+    assert capsys.readouterr().out == "True (2, 3, 4, 32) True [(3, 4, 32), (3, 0, 32)]\n"

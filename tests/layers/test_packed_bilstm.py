@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_keras.layers import ProjectedBiLSTM, projected_bilstm, projected_lstm_cell
+from elmo_keras.layers import ProjectedBiLSTM
+
+tf_fast_path = pytest.importorskip("elmo_keras.layers.tf_fast_path")
 
 pytestmark = pytest.mark.tensorflow_only
 
@@ -101,13 +103,13 @@ def test_windows_of_the_input_projection(monkeypatch):
     x, mask = random_batch(rng, [11, 3, 7, 0, 11], 3)
     want = plain(x, mask=mask)
     for elements in (1, 4 * 8 * 5 * 3):  # windows of 1 and 3 steps
-        monkeypatch.setattr(projected_lstm_cell, "WINDOW_ELEMENTS", elements)
+        monkeypatch.setattr(tf_fast_path, "WINDOW_ELEMENTS", elements)
         assert_same(packed(x, mask=mask), want)
 
 
 def test_packing_plan_layout():
     """Sorted longest first, balanced windows, step t's rows at offsets[t]:offsets[t+1]."""
-    plan = projected_lstm_cell.packing_plan(tf.constant([2, 5, 0, 5, 1]), 6, 4)
+    plan = tf_fast_path.packing_plan(tf.constant([2, 5, 0, 5, 1]), 6, 4)
     np.testing.assert_array_equal(plan["lengths"], [5, 5, 2, 1, 0])
     np.testing.assert_array_equal(tf.gather(plan["order"], plan["inverse"]), np.arange(5))
     np.testing.assert_array_equal(tf.gather([2, 5, 0, 5, 1], plan["order"]), plan["lengths"])
@@ -116,12 +118,12 @@ def test_packing_plan_layout():
     np.testing.assert_array_equal(plan["offsets"], [0, 4, 7, 9, 11, 13])
     np.testing.assert_array_equal(plan["positions"][:5], [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0]])
     # 4 rows x 4 gate inputs a window at the most: 5 steps of 5 rows -> 5 windows of 1 step.
-    old = projected_lstm_cell.WINDOW_ELEMENTS
+    old = tf_fast_path.WINDOW_ELEMENTS
     try:
-        projected_lstm_cell.WINDOW_ELEMENTS = 16
-        plan = projected_lstm_cell.packing_plan(tf.constant([2, 5, 0, 5, 1]), 6, 4)
+        tf_fast_path.WINDOW_ELEMENTS = 16
+        plan = tf_fast_path.packing_plan(tf.constant([2, 5, 0, 5, 1]), 6, 4)
     finally:
-        projected_lstm_cell.WINDOW_ELEMENTS = old
+        tf_fast_path.WINDOW_ELEMENTS = old
     assert int(plan["n_windows"]) == 5 and int(plan["window"]) == 1
 
 
@@ -149,7 +151,7 @@ def test_training_takes_the_plain_path(monkeypatch):
         return tape.gradient(loss, layer.trainable_weights)
 
     with monkeypatch.context() as patch:
-        patch.setattr(projected_bilstm, "packed_recurrence", not_here)
+        patch.setattr(tf_fast_path, "packed_recurrence", not_here)
         got = gradients(packed)
     want = gradients(plain)
     assert all(g is not None for g in got)

@@ -6,9 +6,6 @@ from elmo_keras.layers import ProjectedBiLSTM, ProjectedLSTMCell
 from tests import numpy_reference as ref
 from tests.test_case import run_layer_test
 
-# The LSTM layers are TensorFlow code (tests/layers/test_backends.py checks their error elsewhere).
-pytestmark = pytest.mark.tensorflow_only
-
 UNITS, PROJ, FEATURES = 12, 5, 5
 
 
@@ -223,6 +220,7 @@ def test_bilstm_mixed_precision_and_dropout_in_training():
     np.testing.assert_array_equal(np.asarray(layer(x)), np.asarray(layer(x)))  # not at inference
 
 
+@pytest.mark.tensorflow_only  # reads TensorFlow's graph
 @pytest.mark.parametrize("length_aware", [True, False])
 def test_bilstm_steps_read_no_weights_under_mixed_bfloat16(length_aware):
     # Under a mixed policy every read of a float32 weight is followed by a cast: a step that

@@ -85,14 +85,22 @@ def test_scalar_mix_layer_on_a_list_of_layers():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Keras fills `mask` with one None per list entry and `ScalarMix.call` casts that list",
-)
 def test_scalar_mix_on_a_list_of_layers_without_a_mask():
+    # Keras fills `mask` with one None per list entry: that is no mask.
     layers, _ = layers_and_mask(4)
     out = ScalarMix(3)([layers[:, j] for j in range(3)])
     np.testing.assert_allclose(np.asarray(out), layers.mean(axis=1), atol=1e-6)
+
+
+def test_scalar_mix_on_a_list_of_layers_with_their_masks():
+    # One mask per entry (what Keras passes when the layers carry masks): the positions' mask.
+    layers, mask = layers_and_mask(4)
+    mix = ScalarMix(3, do_layer_norm=True)
+    listed = mix([layers[:, j] for j in range(3)], mask=[mask] * 3)
+    stacked = mix(layers, mask=mask)
+    np.testing.assert_allclose(np.asarray(listed), np.asarray(stacked), atol=1e-6)
+    expected = ref.scalar_mix(layers.astype(np.float64), mask, np.zeros(3), 1.0, True)
+    np.testing.assert_allclose(np.asarray(listed), expected, atol=1e-5)
 
 
 @pytest.mark.tensorflow_only  # the JAX twin is in test_backends.py

@@ -1,4 +1,8 @@
-"""`ElmoEmbedding`: inputs, masks, mixes, saving, gradients, distribution (tiny fixture models)."""
+"""`ElmoEmbedding`: inputs, masks, mixes, saving, gradients, distribution (tiny fixture models).
+
+TensorFlow: string inputs, `tf.GradientTape`, `MirroredStrategy`, SavedModel. The same layer on
+character ids under every backend: test_elmo_embedding_backends.py.
+"""
 
 import keras
 import numpy as np
@@ -9,6 +13,8 @@ from elmo_keras.models import BiLM
 from elmo_keras.models.elmo_embedding import ElmoEmbedding, masked_mean
 from elmo_keras.text import batch_to_char_ids
 from tests.test_case import run_layer_test
+
+pytestmark = pytest.mark.tensorflow_only
 
 SENTENCES = [["The", "bank", "of", "the", "river", "."], ["I", "read", "it"], ["Hi"]]
 RAW = ["The bank of the river.", "I read it", "Hi"]

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_keras.layers import projected_bilstm
+from elmo_keras.layers import tf_fast_path
 from elmo_keras.models import BiLM, BiLMEmbedder
-from elmo_keras.models import bilm as bilm_module
 from elmo_keras.text import batch_to_char_ids
 
 pytestmark = pytest.mark.tensorflow_only
@@ -101,7 +100,7 @@ def test_state_in_and_out(models):
 
 def test_char_cnn_in_chunks(models, monkeypatch):
     packed, plain = models
-    monkeypatch.setattr(bilm_module, "CHAR_CNN_CHUNK", 3)
+    monkeypatch.setattr(tf_fast_path, "CHAR_CNN_CHUNK", 3)
     ids = batch_to_char_ids(SENTENCES)
     assert_outputs_close(packed(ids), plain(ids))
 
@@ -187,6 +186,6 @@ def test_a_call_can_ask_for_the_plain_path(models, monkeypatch):
         raise AssertionError("the packed path ran")
 
     ids = batch_to_char_ids(SENTENCES)
-    monkeypatch.setattr(bilm_module.BiLM, "_embed_distinct", not_here)
-    monkeypatch.setattr(projected_bilstm, "packed_recurrence", not_here)
+    monkeypatch.setattr(tf_fast_path, "embed_distinct_tokens", not_here)
+    monkeypatch.setattr(tf_fast_path, "packed_recurrence", not_here)
     assert_outputs_close(packed(ids, length_aware=False), plain(ids), atol=0)

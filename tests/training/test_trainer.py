@@ -248,10 +248,12 @@ def test_bfloat16_mixed_precision(train_text, train_vocab, tiny_config, tmp_path
     assert after == pytest.approx(runs[None][2], rel=0.1)
 
     export_model(trainer.model, train_vocab, tmp_path / "model")
+    from elmo_keras.models import BiLM
     from elmo_keras.text.char_ids import batch_to_char_ids
-    from elmo_keras.weights import load_bilm
 
-    bilm = load_bilm(tmp_path / "model" / "options.json", tmp_path / "model" / "lm_weights.hdf5")
+    bilm = BiLM.from_bilm_tf(
+        tmp_path / "model" / "options.json", tmp_path / "model" / "lm_weights.hdf5"
+    )
     ids = batch_to_char_ids([["The", "cat", "sat", "."], ["A", "dog", "."]])
     exported = bilm(ids)["activations"].numpy()
     trained = tf.cast(trainer.bilm(ids)["activations"], tf.float32).numpy()

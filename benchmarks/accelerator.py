@@ -1,0 +1,257 @@
+#!/usr/bin/env python
+"""The biLM on Keras-JAX on an accelerator: exactness with and without TF32, speed, memory.
+
+Runs from a plain checkout where only keras, jax, numpy and h5py import (no TensorFlow: the
+script blocks `import tensorflow` before anything else, so it cannot lean on it by accident; no
+network). One table, and the same as JSON with `--json`:
+
+(a) exactness: both fixtures (tests/fixtures/bilm_tf/model and tests/fixtures/allennlp), 10
+    batches of 3 sentences with the LSTM state carried between batches, max |diff| of the top
+    layer against the fixtures' expected outputs, with TF32 off (`highest`) and on;
+(b) inference: random weights of the published size (`2x4096_512_2048cnn_2xhighway`; a small
+    configuration with `--small`), 20-token sentences at 64, 512 and 2048 rows and one batch of
+    natural-length WikiText-2 sentences, in float32 (`highest`), TF32 and bfloat16
+    (`mixed_bfloat16`): median tokens/s of `--calls` jitted calls after a compiling one, and
+    TFLOP/s (the model's FLOP per real token, dense count, times tokens/s);
+(c) the device's peak memory over the run (`memory_stats()`; the process's peak RSS on a CPU).
+
+    python benchmarks/accelerator.py --small                  # CPU, ~1 minute (CI runs it)
+    python benchmarks/accelerator.py --json OUT/accelerator.json --budget 270   # one H100
+
+The call is `BiLM.stateless_call` under `jax.jit`, fed as `BiLMEmbedder` feeds it (each
+distinct token's characters once, `token_index` per position). `--budget` seconds bound the
+speed part: rows not reached are marked skipped. See ../shared/gpu/README.md for the machine.
+"""
+
+import argparse
+import importlib.abc
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+
+class _NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ModuleNotFoundError(f"benchmarks/accelerator.py runs without TensorFlow ({name})")
+        return None
+
+
+sys.meta_path.insert(0, _NoTensorFlow())
+if os.environ.setdefault("KERAS_BACKEND", "jax") != "jax":
+    sys.exit(f"error: KERAS_BACKEND must be jax here. Received: {os.environ['KERAS_BACKEND']!r}")
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import h5py  # noqa: E402
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from elmo_keras.models import BiLM  # noqa: E402
+from elmo_keras.text.char_ids import batch_to_char_ids, distinct_token_ids  # noqa: E402
+
+FIXTURES = {
+    "bilm-tf": ("tests/fixtures/bilm_tf/model", "lm_embeddings_sentences.json"),
+    "allennlp": ("tests/fixtures/allennlp", "sentences.json"),
+}
+FULL = dict(lstm_units=4096, projection_dim=512)  # the other arguments' defaults are published
+SMALL = dict(lstm_units=64, projection_dim=16, filters=[(1, 8), (2, 8), (3, 16)], n_highway=1)
+PRECISIONS = {"fp32": ("highest", "float32"), "tf32": ("tensorfloat32", "float32")}
+PRECISIONS["bf16"] = ("default", "mixed_bfloat16")
+TOKENS = 20
+
+
+def flop_per_token(bilm):
+    """Dense FLOP (2 per multiply-add) per real token: char CNN, highways, projection, LSTMs."""
+    chars, dim = bilm.max_characters_per_token, bilm.char_embedding_dim
+    filters = sum(n for _, n in bilm.filters)
+    cnn = sum((chars - w + 1) * w * dim * n for w, n in bilm.filters) * 2
+    cnn += bilm.n_highway * 2 * filters * 2 * filters + 2 * filters * bilm.projection_dim
+    p, u = bilm.projection_dim, bilm.lstm_units
+    return cnn + 2 * bilm.n_layers * 2 * (2 * p * 4 * u + u * p)
+
+
+def jitted(bilm):
+    def run(trainable, non_trainable, inputs):
+        outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
+        return outputs
+
+    trainable = [v.value for v in bilm.trainable_variables]
+    return jax.jit(run), trainable, [v.value for v in bilm.non_trainable_variables]
+
+
+def exactness(precision):
+    """Max |diff| of the top layer against each fixture, state carried across 10 batches."""
+    worst = {}
+    with jax.default_matmul_precision(precision):
+        for name, (folder, sentences_file) in FIXTURES.items():
+            folder = REPO / folder
+            bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
+            run, trainable, non_trainable = jitted(bilm)
+            sentences = json.loads((folder / sentences_file).read_text())
+            expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
+            state, diff = {}, 0.0
+            for i in range(10):
+                batch = [sentences[k][i].split() for k in range(3)]
+                out = run(trainable, non_trainable, {"char_ids": batch_to_char_ids(batch), **state})
+                state = {"state_h": out["state_h"], "state_c": out["state_c"]}
+                top = np.asarray(out["activations"])[:, -1]
+                for k, sentence in enumerate(batch):
+                    want = expected[k][str(i)][...]
+                    want = np.concatenate([want[0], want[1]], axis=-1)
+                    diff = max(diff, float(np.abs(top[k, : len(sentence)] - want).max()))
+            worst[name] = diff
+    return worst
+
+
+def synthetic_batch(rows, rng, vocabulary):
+    """`rows` sentences of 20 Zipf-drawn words (distinct per batch, as real text repeats)."""
+    ranks = np.minimum(rng.zipf(1.2, size=(rows, TOKENS)), len(vocabulary)) - 1
+    return [[vocabulary[r] for r in row] for row in ranks]
+
+
+def natural_batch(path, rows):
+    """The first `rows` sentences of WikiText-2 (split at ' . '), natural lengths."""
+    sentences = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("="):
+            continue
+        for part in line.split(" . "):
+            tokens = part.split()
+            if tokens:
+                sentences.append(tokens)
+            if len(sentences) == rows:
+                return sentences
+    return sentences
+
+
+def time_calls(bilm, sentences, calls, precision):
+    token_char_ids, token_index = distinct_token_ids(sentences, bilm.max_characters_per_token)
+    inputs = {"token_char_ids": token_char_ids, "token_index": token_index}
+    with jax.default_matmul_precision(precision):
+        run, trainable, non_trainable = jitted(bilm)
+        start = time.perf_counter()
+        jax.block_until_ready(run(trainable, non_trainable, inputs))
+        compile_s = time.perf_counter() - start
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            jax.block_until_ready(run(trainable, non_trainable, inputs))
+            times.append(time.perf_counter() - start)
+    return statistics.median(times), compile_s, sum(len(s) for s in sentences)
+
+
+def peak_memory_mb():
+    stats = jax.devices()[0].memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+        return stats["peak_bytes_in_use"] / 2**20, "device peak_bytes_in_use"
+    import resource  # noqa: PLC0415
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process peak RSS (CPU)"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--small", action="store_true", help="a small biLM and batches (CPU)")
+    parser.add_argument("--calls", type=int, default=5, help="timed calls per row (default 5)")
+    parser.add_argument("--budget", type=float, default=240, help="seconds for (b) (default 240)")
+    parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
+    parser.add_argument(
+        "--wikitext",
+        type=pathlib.Path,
+        default=REPO.parent / "shared" / "data" / "wikitext-2" / "valid.raw.txt",
+        help="WikiText-2 raw text for the natural batch (default ../shared/data/wikitext-2/"
+        "valid.raw.txt; the AllenNLP fixture's sentences when it is missing)",
+    )
+    args = parser.parse_args()
+    started = time.perf_counter()
+    device = jax.devices()[0]
+    results = {
+        "device": f"{device.platform}: {getattr(device, 'device_kind', device)}",
+        "jax": jax.__version__,
+        "keras": keras.__version__,
+        "config": "small" if args.small else "2x4096_512_2048cnn_2xhighway",
+        "exactness": {p: exactness(PRECISIONS[p][0]) for p in ("fp32", "tf32")},
+        "speed": [],
+    }
+    rows = [4, 16] if args.small else [64, 512, 2048]
+    rng = np.random.default_rng(0)
+    vocabulary = [
+        "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 3 + i % 9)) for i in range(20000)
+    ]
+    if args.wikitext.is_file():
+        natural = natural_batch(args.wikitext, 32 if args.small else 512)
+        natural_name = f"{len(natural)} WikiText-2 sentences"
+    else:
+        fixture = json.loads((REPO / "tests/fixtures/allennlp/sentences.json").read_text())
+        natural = [s.split() for group in fixture for s in group][:32]
+        natural_name = f"{len(natural)} fixture sentences"
+    workloads = [(f"{n} x {TOKENS}", synthetic_batch(n, rng, vocabulary)) for n in rows]
+    workloads.append((natural_name, natural))
+    for name, (precision, dtype) in PRECISIONS.items():
+        keras.utils.clear_session()
+        keras.utils.set_random_seed(0)
+        bilm = BiLM(**(SMALL if args.small else FULL), dtype=dtype)
+        bilm.build()
+        flop = flop_per_token(bilm)
+        for workload, sentences in workloads:
+            row = {"precision": name, "workload": workload}
+            if time.perf_counter() - started > args.budget:
+                row["skipped"] = "over --budget"
+            else:
+                median, compile_s, tokens = time_calls(bilm, sentences, args.calls, precision)
+                row.update(
+                    tokens_per_s=tokens / median,
+                    tflops=flop * tokens / median / 1e12,
+                    median_s=median,
+                    compile_s=compile_s,
+                )
+            results["speed"].append(row)
+            print(json.dumps(row), flush=True)
+    results["peak_memory_mb"], results["peak_memory_kind"] = peak_memory_mb()
+    results["seconds"] = time.perf_counter() - started
+    print(report(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+
+
+def report(results):
+    lines = [
+        f"Device: {results['device']}; JAX {results['jax']}, Keras {results['keras']}; "
+        f"model {results['config']}",
+        "",
+        "| fixture | max abs diff, TF32 off | TF32 on |",
+        "|---|---|---|",
+    ]
+    for name in FIXTURES:
+        off, on = results["exactness"]["fp32"][name], results["exactness"]["tf32"][name]
+        lines.append(f"| {name} | {off:.2e} | {on:.2e} |")
+    lines += [
+        "",
+        "| workload | precision | tokens/s | TFLOP/s | compile s |",
+        "|---|---|---|---|---|",
+    ]
+    for row in results["speed"]:
+        if "skipped" in row:
+            lines.append(f"| {row['workload']} | {row['precision']} | skipped | | |")
+            continue
+        lines.append(
+            f"| {row['workload']} | {row['precision']} | {row['tokens_per_s']:,.0f} | "
+            f"{row['tflops']:.3g} | {row['compile_s']:.1f} |"
+        )
+    lines += [
+        "",
+        f"Peak memory: {results['peak_memory_mb']:,.0f} MB ({results['peak_memory_kind']}); "
+        f"run {results['seconds']:.0f} s",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
