@@ -16,7 +16,7 @@ import importlib
 import sys
 import warnings
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # The modules defining the classes registered with
 # `keras.saving.register_keras_serializable(package="elmo_keras")`.

@@ -62,6 +62,7 @@ TF_FREE = [
     "elmo_keras.text.vocabulary",
     "elmo_keras.runtime",
     "elmo_keras.runtime.onnx_embedder",
+    "elmo_keras.weights",
 ]
 # The one upward import, by string, for older code (`elmo_keras.layers.ElmoEmbedding`).
 # It runs only when the attribute is read, after both packages have loaded, so it is left out

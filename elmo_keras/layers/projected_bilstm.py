@@ -9,6 +9,16 @@ from elmo_keras.layers.projected_lstm_cell import (
 from elmo_keras.validation import check_int, check_number, renamed_argument, renamed_attribute
 
 
+def tensorflow_path():
+    """`elmo_keras.layers.tf_fast_path` when TensorFlow is the Keras backend, else `None`: the
+    one way the core reaches TensorFlow-only code (imported only on that backend)."""
+    if keras.config.backend() != "tensorflow":
+        return None
+    from elmo_keras.layers import tf_fast_path  # noqa: PLC0415
+
+    return tf_fast_path
+
+
 def reverse_by_length(x, lengths):
     """Reverses each row of `x` `[B, T, ...]` over its first `lengths[b]` positions; padding
     stays where it is (TensorFlow's `reverse_sequence`, in `keras.ops`)."""
@@ -170,11 +180,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
             output = ops.where(keep, h_new, ops.zeros_like(h_new))
             return (ops.where(keep, h_new, h), ops.where(keep, c_new, c), t + 1), output
 
-        scan = ops.scan
-        if keras.config.backend() == "tensorflow":
-            from elmo_keras.layers import tf_fast_path  # noqa: PLC0415  (TensorFlow only)
-
-            scan = tf_fast_path.scan
+        fast_path = tensorflow_path()
+        scan = fast_path.scan if fast_path else ops.scan
         start = ops.zeros((), "int32")
         (h, c, _), outputs = scan(step, (h, c, start), ops.transpose(z_input, (1, 0, 2)))
         return ops.transpose(outputs, (1, 0, 2)), h, c
@@ -231,14 +238,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
             state_c = ops.cast(initial_state[1], dtype)
         backward_inputs = inputs if backward_inputs is None else ops.cast(backward_inputs, dtype)
         length_aware = self.length_aware if length_aware is None else length_aware
-        if keras.config.backend() == "tensorflow":
-            from elmo_keras.layers import tf_fast_path  # noqa: PLC0415  (TensorFlow only)
-
-            if tf_fast_path.applies(training, length_aware):
-                outputs, state_h, state_c = tf_fast_path.packed_bilstm(
-                    self, inputs, backward_inputs, lengths, state_h, state_c
-                )
-                return (outputs, state_h, state_c) if self.return_state else outputs
+        fast_path = tensorflow_path()
+        if fast_path and fast_path.applies(training, length_aware):
+            outputs, state_h, state_c = fast_path.packed_bilstm(
+                self, inputs, backward_inputs, lengths, state_h, state_c
+            )
+            return (outputs, state_h, state_c) if self.return_state else outputs
         directions = []
         for index, x in enumerate((inputs, backward_inputs)):
             cells = self.backward_cells if index else self.forward_cells

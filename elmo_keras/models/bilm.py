@@ -5,7 +5,7 @@ from keras import ops
 
 from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
-from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM
+from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, tensorflow_path
 from elmo_keras.models import bilm_weights
 from elmo_keras.options import (
     DEFAULT_FILTERS,
@@ -239,15 +239,12 @@ class BiLM(keras.Model):
                     f"Received: shape={tuple(char_ids.shape)}"
                 )
         length_aware = self.length_aware if length_aware is None else length_aware
-        fast = False
-        if keras.config.backend() == "tensorflow":
-            from elmo_keras.layers import tf_fast_path  # noqa: PLC0415  (TensorFlow only)
-
-            fast = tf_fast_path.applies(training, length_aware)
+        fast_path = tensorflow_path()
+        fast = bool(fast_path) and fast_path.applies(training, length_aware)
         if fast:
             if token_index is None:
-                token_char_ids, token_index = tf_fast_path.distinct_tokens(char_ids)
-            embedded, lengths = tf_fast_path.embed_distinct_tokens(
+                token_char_ids, token_index = fast_path.distinct_tokens(char_ids)
+            embedded, lengths = fast_path.embed_distinct_tokens(
                 self.char_cnn, token_char_ids, token_index
             )
         else:

@@ -12,7 +12,7 @@ import tensorflow as tf
 from elmo_keras.models import BiLM
 from elmo_keras.models.elmo_embedding import ElmoEmbedding, masked_mean
 from elmo_keras.text import batch_to_char_ids
-from tests.test_case import run_layer_test
+from tests.models.test_elmo_embedding_backends import check_elmo_layer
 
 pytestmark = pytest.mark.tensorflow_only
 
@@ -34,23 +34,6 @@ def elmo_factory(allennlp_fixture):
         )
 
     return make
-
-
-def test_output_is_the_mix_of_the_bilm_layers(elmo_factory):
-    elmo = elmo_factory(input_type="char_ids")
-    ids = batch_to_char_ids(SENTENCES)
-    out = elmo(ids)
-    assert out.shape == (3, 6, 32)
-    mix = elmo.scalar_mixes[0]
-    mix.scalar_weights.assign([0.3, -1.0, 2.0])
-    mix.gamma.assign(0.7)
-    activations = elmo.bilm(ids)["activations"].numpy()
-    weights = np.exp([0.3, -1.0, 2.0]) / np.exp([0.3, -1.0, 2.0]).sum()
-    expected = 0.7 * np.einsum("l,bltd->btd", weights, activations)
-    np.testing.assert_allclose(elmo(ids).numpy(), expected, atol=1e-6)
-    np.testing.assert_array_equal(
-        out._keras_mask.numpy(), [[True] * 6, [True] * 3 + [False] * 3, [True] + [False] * 5]
-    )
 
 
 def test_input_types_agree(elmo_factory):
@@ -137,29 +120,14 @@ TINY_INPUTS = {
 @pytest.mark.parametrize(
     "input_type, kwargs, output_shape",
     [
-        (
-            "char_ids",
-            {"num_output_representations": 2, "l2_coef": 0.01, "do_layer_norm": True},
-            [(2, 3, 8), (2, 3, 8)],
-        ),
         ("tokens", {"pooling": "mean"}, (2, 8)),
         ("sentences", {"trainable_bilm": True, "tokenization_mode": "whitespace"}, (2, 3, 8)),
     ],
 )
 def test_elmo_embedding_layer(input_type, kwargs, output_shape):
-    bilm = tiny_bilm()
-    n_bilm = len(bilm.weights)
-    n_mixes = kwargs.get("num_output_representations", 1)
-    trainable_bilm = kwargs.get("trainable_bilm", False)
-    mask = None if kwargs.get("pooling") else np.array([[1, 1, 1], [1, 0, 0]], bool)
-    run_layer_test(
-        ElmoEmbedding,
-        {"bilm": bilm, "input_type": input_type, "dropout": 0.1, **kwargs},
-        TINY_INPUTS[input_type](),
-        output_shape,
-        expected_output_mask=mask,
-        expected_num_trainable_weights=2 * n_mixes + (n_bilm if trainable_bilm else 0),
-        expected_num_non_trainable_weights=0 if trainable_bilm else n_bilm,
+    # char_ids: test_elmo_embedding_backends.py, on every backend
+    check_elmo_layer(
+        tiny_bilm(), TINY_INPUTS[input_type](), output_shape, input_type=input_type, **kwargs
     )
 
 
@@ -254,15 +222,6 @@ def test_gradients_reach_the_mix_and_the_bilm_only_when_unfrozen(elmo_factory):
     bilm_grads = [g for g in grads[n_mix:] if g is not None]
     assert len(bilm_grads) == len(unfrozen.bilm.weights)
     assert any(np.any(tf.convert_to_tensor(g).numpy() != 0) for g in bilm_grads)
-
-
-def test_frozen_bilm_runs_in_inference_mode():
-    bilm = BiLM(lstm_units=16, projection_dim=4, filters=[(1, 4), (2, 4)], n_highway=1, dropout=0.9)
-    ids = batch_to_char_ids(SENTENCES)
-    frozen = ElmoEmbedding(bilm, dropout=0.0)
-    np.testing.assert_array_equal(frozen(ids, training=True).numpy(), frozen(ids).numpy())
-    unfrozen = ElmoEmbedding(bilm, dropout=0.0, trainable_bilm=True)
-    assert not np.allclose(unfrozen(ids, training=True).numpy(), unfrozen(ids).numpy())
 
 
 def test_bilm_tf_fixture_without_residual(bilm_tf_fixture):

@@ -53,7 +53,12 @@ def test_output_is_the_mix_of_the_bilm_layers(allennlp_fixture, ids):
     ],
 )
 def test_elmo_embedding_layer_on_char_ids(kwargs, output_shape):
-    bilm = _tiny_bilm()
+    ids = batch_to_char_ids([["The", "bank", "."], ["Hi"]])
+    check_elmo_layer(_tiny_bilm(), ids, output_shape, **kwargs)
+
+
+def check_elmo_layer(bilm, inputs, output_shape, **kwargs):
+    """`run_layer_test` of an `ElmoEmbedding` around `bilm` on a 2-row batch of lengths 3 and 1."""
     n_bilm = len(bilm.weights)
     n_mixes = kwargs.get("num_output_representations", 1)
     trainable_bilm = kwargs.get("trainable_bilm", False)
@@ -61,7 +66,7 @@ def test_elmo_embedding_layer_on_char_ids(kwargs, output_shape):
     run_layer_test(
         ElmoEmbedding,
         {"bilm": bilm, "dropout": 0.1, **kwargs},
-        batch_to_char_ids([["The", "bank", "."], ["Hi"]]),
+        inputs,
         output_shape,
         expected_output_mask=mask,
         expected_num_trainable_weights=2 * n_mixes + (n_bilm if trainable_bilm else 0),
