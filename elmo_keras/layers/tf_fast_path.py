@@ -1,4 +1,5 @@
-"""TensorFlow's fast inference path for the biLM: the one TensorFlow-only module of the layers.
+"""TensorFlow's own paths for the biLM (fast inference, the bounded loop): the layers' one
+TensorFlow-only module.
 
 The backend-neutral core (`ProjectedBiLSTM`, `BiLM`, written with `keras.ops`) computes every
 position of a padded batch. At inference on TensorFlow, with `length_aware`, two calls come here
@@ -18,8 +19,9 @@ The core path's recurrence also comes here on TensorFlow, for one reason: `scan`
 `keras.ops.scan`'s contract as a `tf.while_loop` bounded by `maximum_iterations`, which XLA
 needs to differentiate a loop (Keras 3.15's TensorFlow `scan` sets none, so training with
 `jit_compile=True` failed through it), with TensorFlow's default `parallel_iterations`.
-This module is imported only when the backend is TensorFlow, so nothing else in
-`elmo_keras.layers` or `elmo_keras.models` imports TensorFlow.
+
+The core reaches this module through `projected_bilstm.tensorflow_path()`, which imports it only
+when the backend is TensorFlow: on another backend the layers and models import no TensorFlow.
 """
 
 import keras
