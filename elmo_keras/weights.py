@@ -55,6 +55,16 @@ def _read(handle, name, path, shape=None, what="weight file"):
     return array
 
 
+def _check_finite(array, name, path, what="weight file"):
+    """A NaN or infinite value is a `ValueError` naming the file, the dataset and the count."""
+    if not np.all(np.isfinite(array)):
+        bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+        raise ValueError(
+            f"{what} {path}: dataset '{name}' holds {bad} NaN or infinite values (a corrupted "
+            "or diverged file)"
+        )
+
+
 def _check_all_used(handle, arrays, path):
     """A dataset the options leave unused means options that do not match the weights (fewer
     highway or LSTM layers than trained): refused rather than silently dropped."""
@@ -121,12 +131,8 @@ def read_weight_arrays(weights_path, shapes, check_finite=True):
                     f"weight file {weights_path}: dataset '{name}' has shape {array.shape}, "
                     f"but the options need {shape}{hint}"
                 )
-            if check_finite and not np.all(np.isfinite(array)):
-                bad = int(array.size - np.count_nonzero(np.isfinite(array)))
-                raise ValueError(
-                    f"weight file {weights_path}: dataset '{name}' holds {bad} NaN or infinite "
-                    "values (a corrupted or diverged file)"
-                )
+            if check_finite:
+                _check_finite(array, name, weights_path)
             arrays[name] = array
         _check_all_used(handle, arrays, weights_path)
     return arrays
@@ -193,8 +199,13 @@ def save_softmax(path, kernel, bias):
     write_datasets(path, zip(SOFTMAX, (kernel, bias), strict=True), checksum=True)
 
 
-def load_softmax(path):
-    """Reads what `save_softmax` wrote: returns `(kernel, bias)` as NumPy arrays."""
+def load_softmax(path, check_finite=True):
+    """Reads what `save_softmax` wrote: returns `(kernel, bias)` as NumPy arrays.
+
+    Checked as `read_weight_arrays` checks a weight file: a missing or damaged dataset, a
+    failed checksum or (with `check_finite`) a NaN or infinite value is a `ValueError` naming
+    the file and the dataset, so `elmo-keras evaluate` never reports a perplexity of `nan`.
+    """
     import h5py
 
     path = pathlib.Path(path)
@@ -206,4 +217,8 @@ def load_softmax(path):
         reason = " ".join(str(error).split())
         raise ValueError(f"softmax file {path} is not a readable hdf5 file: {reason}") from None
     with handle:
-        return tuple(_read(handle, name, path, what="softmax file") for name in SOFTMAX)
+        arrays = tuple(_read(handle, name, path, what="softmax file") for name in SOFTMAX)
+    if check_finite:
+        for name, array in zip(SOFTMAX, arrays, strict=True):
+            _check_finite(array, name, path, what="softmax file")
+    return arrays

@@ -1,4 +1,5 @@
 import json
+import pathlib
 import shutil
 
 import h5py
@@ -13,6 +14,8 @@ from elmo_keras.weights import (
     save_weights,
     write_options,
 )
+
+PACKAGED = pathlib.Path(__file__).resolve().parents[1] / "elmo_keras" / "assets"
 
 
 def datasets(path):
@@ -364,3 +367,27 @@ def test_options_for_a_smaller_model_are_refused_not_truncated(tmp_path, fixture
         r"\['CNN_high_0/W_carry', 'CNN_high_0/W_transform', 'CNN_high_0/b_carry'\] and 5 more",
     ):
         BiLM.from_bilm_tf(options, weights)
+
+
+@pytest.mark.tensorflow_only  # `elmo-keras evaluate` runs the TensorFlow language model
+def test_softmax_with_nan_or_infinity_is_refused(tmp_path, capsys):
+    """A diverged softmax.hdf5 is one line naming the file and dataset, never a `nan` perplexity
+    (issue 30, point 7)."""
+    from elmo_keras.cli import main
+    from elmo_keras.weights import load_softmax, save_softmax
+
+    model = tmp_path / "model"
+    shutil.copytree(PACKAGED / "mini_en", model)
+    kernel, bias = load_softmax(model / "softmax.hdf5")
+    kernel[3, 1], bias[0] = np.nan, np.inf
+    save_softmax(model / "softmax.hdf5", kernel, bias)  # a valid file holding bad numbers
+    message = r"dataset 'softmax/W' holds 1 NaN or infinite values"
+    with pytest.raises(ValueError, match=message):
+        load_softmax(model / "softmax.hdf5")
+    got_kernel, _ = load_softmax(model / "softmax.hdf5", check_finite=False)  # on request
+    assert np.isnan(got_kernel[3, 1])
+    data = tmp_path / "text.txt"
+    data.write_text("The bank raised its rates .\n", encoding="utf-8")
+    assert main(["evaluate", "--model", str(model), "--data", str(data)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "softmax.hdf5: dataset 'softmax/W' holds 1 NaN" in err[0], err
