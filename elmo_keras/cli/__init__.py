@@ -230,6 +230,15 @@ def errors_only_logging(names=("", "tensorflow")):
 def _run(args, captured):
     try:
         result = args._run(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
+    except BrokenPipeError:
+        # The reader went away (`elmo-keras presets | head -1`): nothing is wrong with the
+        # command, so it ends quietly. Standard output is pointed at /dev/null so that the
+        # interpreter's own flush at exit finds nothing to complain about.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
     except CommandError as error:
         _error(args.command, error)
         return 2
