@@ -30,6 +30,8 @@ from elmo_keras.files import write_text
 
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
+# The longest timeout taken (a day): larger values (1e300) overflow the socket layer.
+MAX_TIMEOUT = 86400.0
 RETRIES = 2
 CHUNK_BYTES = 1 << 20
 URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -135,8 +137,10 @@ def _timeout(value, name, variable, default):
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = -1.0
-    if not seconds > 0:
-        raise ValueError(f"`{name}` must be a positive number of seconds. Received: {source}")
+    if not 0 < seconds <= MAX_TIMEOUT:
+        raise ValueError(
+            f"`{name}` must be a number of seconds in (0, {MAX_TIMEOUT:g}]. Received: {source}"
+        )
     return seconds
 
 

@@ -274,6 +274,12 @@ def test_timeouts_are_checked(monkeypatch):
         cached_path("http://127.0.0.1:9/weights.hdf5")
     with pytest.raises(ValueError, match=r"Received: connect_timeout=0"):
         cached_path("http://127.0.0.1:9/weights.hdf5", connect_timeout=0, read_timeout=1)
+    # Too large overflowed the socket layer (a 62-line OverflowError; issue 30, point 9).
+    for value in ("1e300", "inf", "nan", "86401"):
+        monkeypatch.setenv("ELMO_KERAS_CONNECT_TIMEOUT", value)
+        message = r"`connect_timeout` must be a number of seconds in \(0, 86400\]. Received: "
+        with pytest.raises(ValueError, match=message + rf"ELMO_KERAS_CONNECT_TIMEOUT='{value}'"):
+            cached_path("http://127.0.0.1:9/weights.hdf5", read_timeout=1)
 
 
 def test_the_progress_bar_shows_on_a_terminal_only(server, monkeypatch):
