@@ -19,7 +19,9 @@ def add_parser(subparsers):
     parser.add_argument("--options", help="bilm-tf options.json, a path or URL (Keras backend)")
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL (Keras backend)")
     parser.add_argument(
-        "--model", help="a training output folder (Keras backend) or an .onnx file (ONNX backend)"
+        "--model",
+        help="a training output folder (Keras backend) or an .onnx file (ONNX backend; a path "
+        "ending in .onnx selects it without --backend onnx)",
     )
     parser.add_argument(
         "--preset",
@@ -80,6 +82,8 @@ def resolve_model_files(args):
 
 
 def make_embedder(args):
+    if args.backend == "keras" and str(args.model or "").endswith(".onnx"):
+        args.backend = "onnx"  # an .onnx file names its runtime
     if args.backend == "onnx":
         if not args.model:
             raise CommandError("--backend onnx needs --model M.onnx")

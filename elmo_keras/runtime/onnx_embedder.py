@@ -92,7 +92,8 @@ class OnnxEmbedder(Embedder):
             shrink_arena_every = SHRINK_ARENA_EVERY if session_options is None else 0
         self.shrink_arena_every = check_int("shrink_arena_every", shrink_arena_every, minimum=0)
         self.model_path = str(model_path)
-        self._session = onnxruntime.InferenceSession(
+        self._session = _open_session(
+            onnxruntime,
             self.model_path,
             sess_options=session_options,
             providers=list(providers) if providers is not None else ["CPUExecutionProvider"],
@@ -324,3 +325,26 @@ class OnnxEmbedder(Embedder):
             f"max_tokens={self.max_tokens}, input_form={self._input_form!r}, "
             f"n_layers={self._n_layers}, projection_dim={self._projection_dim})"
         )
+
+
+def _open_session(onnxruntime, model_path, **kwargs):
+    """An `InferenceSession`; a path that is not an ONNX model is one clear error, not ONNX
+    Runtime's: `FileNotFoundError` for a missing file, `ValueError` for a folder (an export
+    folder holds `model.onnx`) or a file ONNX Runtime cannot read (a SavedModel's `.pb`)."""
+    import os  # noqa: PLC0415
+
+    if os.path.isdir(model_path):
+        inside = os.path.join(model_path, "model.onnx")
+        hint = f"; did you mean {inside}?" if os.path.isfile(inside) else ""
+        raise ValueError(f"`model_path` must be an .onnx file, not a folder: {model_path}{hint}")
+    if not os.path.isfile(model_path):
+        raise FileNotFoundError(f"ONNX model not found: {model_path}")
+    try:
+        return onnxruntime.InferenceSession(model_path, **kwargs)
+    except Exception as error:  # noqa: BLE001 (ORT raises its own classes, not importable)
+        if type(error).__module__.split(".")[0] != "onnxruntime":
+            raise
+        reason = " ".join(str(error).split())[:300]
+        raise ValueError(
+            f"{model_path} is not an ONNX model ONNX Runtime can load: {reason}"
+        ) from None
