@@ -59,7 +59,9 @@ class OnnxEmbedder(Embedder):
         max_tokens: int or `None`. The most padded token positions (sentences x longest
             sentence) per call; a longer sentence runs alone. Defaults to `None`, no limit.
         providers: list or `None`. ONNX Runtime execution providers, e.g.
-            `["CUDAExecutionProvider", "CPUExecutionProvider"]`. Defaults to `None`, the CPU.
+            `["CUDAExecutionProvider", "CPUExecutionProvider"]`. One this onnxruntime cannot
+            use is a `ValueError`, unless `"CPUExecutionProvider"` is listed as the fallback
+            (then a `UserWarning` names it). Defaults to `None`, the CPU.
         session_options: `onnxruntime.SessionOptions` or `None`. E.g. to set
             `intra_op_num_threads`. Given, it is used as is (and no arena shrinkage unless
             `shrink_arena_every` is given too). Defaults to `None`: ONNX Runtime's defaults.
@@ -96,7 +98,7 @@ class OnnxEmbedder(Embedder):
             onnxruntime,
             self.model_path,
             sess_options=session_options,
-            providers=list(providers) if providers is not None else ["CPUExecutionProvider"],
+            providers=_check_providers(onnxruntime, providers),
         )
         self._calls = 0
         self._shrink_options = None  # the run options of a call that shrinks the arena
@@ -348,3 +350,26 @@ def _open_session(onnxruntime, model_path, **kwargs):
         raise ValueError(
             f"{model_path} is not an ONNX model ONNX Runtime can load: {reason}"
         ) from None
+
+
+def _check_providers(onnxruntime, providers):
+    """The providers to ask for. ONNX Runtime silently falls back to the CPU (a log line at
+    most) for one it cannot use: here that is an error, or a warning when the list names the
+    CPU as its own fallback."""
+    if providers is None:
+        return ["CPUExecutionProvider"]
+    providers = list(providers)
+    available = onnxruntime.get_available_providers()
+    missing = [p for p in providers if (p[0] if isinstance(p, tuple) else p) not in available]
+    if not missing:
+        return providers
+    message = (
+        f"`providers` names {missing}, which this onnxruntime cannot use (available: "
+        f"{available}; CUDA needs the onnxruntime-gpu package)"
+    )
+    if "CPUExecutionProvider" not in providers:
+        raise ValueError(message + f". Received: providers={providers!r}")
+    import warnings  # noqa: PLC0415
+
+    warnings.warn(message + "; running on CPUExecutionProvider", UserWarning, stacklevel=3)
+    return providers

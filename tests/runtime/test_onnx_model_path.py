@@ -37,3 +37,14 @@ def test_the_command_line_says_it_in_one_line_and_knows_an_onnx_file(tmp_path, o
     assert main([*argv, "--model", str(onnx_model)]) == 0  # no --backend: the file says it
     with h5py.File(out, "r") as handle:
         assert sorted(handle) == ["0", "1"] and np.isfinite(handle["0"][...]).all()
+
+
+def test_a_provider_this_onnxruntime_cannot_use_is_said(onnx_model):
+    # ONNX Runtime alone falls back to the CPU with a log line (issue 29, point 7).
+    with pytest.raises(ValueError, match=r"`providers` names \['CUDAExecutionProvider'\]"):
+        OnnxEmbedder(onnx_model, providers=["CUDAExecutionProvider"])
+    with pytest.warns(UserWarning, match="running on CPUExecutionProvider"):
+        embedder = OnnxEmbedder(
+            onnx_model, providers=["CUDAExecutionProvider", "CPUExecutionProvider"]
+        )
+    assert embedder.embed([["Hi"]])[0].shape == (3, 1, 32)
