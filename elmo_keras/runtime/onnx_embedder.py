@@ -333,13 +333,14 @@ def _open_session(onnxruntime, model_path, **kwargs):
     """An `InferenceSession`; a path that is not an ONNX model is one clear error, not ONNX
     Runtime's: `FileNotFoundError` for a missing file, `ValueError` for a folder (an export
     folder holds `model.onnx`) or a file ONNX Runtime cannot read (a SavedModel's `.pb`)."""
-    import os  # noqa: PLC0415
+    import pathlib  # noqa: PLC0415
 
-    if os.path.isdir(model_path):
-        inside = os.path.join(model_path, "model.onnx")
-        hint = f"; did you mean {inside}?" if os.path.isfile(inside) else ""
+    path = pathlib.Path(model_path)
+    if path.is_dir():
+        inside = path / "model.onnx"
+        hint = f"; did you mean {inside}?" if inside.is_file() else ""
         raise ValueError(f"`model_path` must be an .onnx file, not a folder: {model_path}{hint}")
-    if not os.path.isfile(model_path):
+    if not path.is_file():
         raise FileNotFoundError(f"ONNX model not found: {model_path}")
     try:
         return onnxruntime.InferenceSession(model_path, **kwargs)
