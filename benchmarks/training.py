@@ -65,10 +65,12 @@ def _trainer_step(trainer, vocabulary, config):
     )
     batches = iter(packer)
     step_fn = trainer._make_train_step()
+    candidates = trainer.candidates(0)
+    candidates = None if candidates is None else tf.constant(candidates)
 
     def run_step():
         batch = {k: tf.constant(v) for k, v in next(batches).items()}
-        return [float(x) for x in step_fn(batch)[:4]][2]  # waits for every output
+        return [float(x) for x in step_fn(batch, candidates)[:4]][2]  # waits for every output
 
     return run_step
 
@@ -81,7 +83,7 @@ def _softmax_only(model, config, vocabulary_size, samples, jit_compile):
     hidden = tf.random.normal(shape + [model.projection_dim])
     targets = tf.random.uniform(shape, 0, vocabulary_size, tf.int32)
     mask = tf.ones_like(targets, tf.bool)
-    seed = tf.constant([0, 1], tf.int64) if samples else None
+    candidates = tf.constant(model.sample_candidates(0, 1)) if samples else None
 
     @tf.function(jit_compile=jit_compile)
     def softmax(hidden):
@@ -89,7 +91,7 @@ def _softmax_only(model, config, vocabulary_size, samples, jit_compile):
             tape.watch(hidden)
             loss = 0.0
             for _ in range(2):  # both directions
-                loss += tf.reduce_sum(model.token_losses(hidden, targets, mask, seed))
+                loss += tf.reduce_sum(model.token_losses(hidden, targets, mask, candidates))
         grads = tape.gradient(loss, [hidden, model.softmax_kernel, model.softmax_bias])
         return [tf.reduce_sum(tf.convert_to_tensor(g)) for g in grads]
 

@@ -6,8 +6,8 @@ load on first use (`elmo_keras.layers.CharCNN`, `elmo_keras.models.BiLM`), and
 
 `.keras` files: Keras finds a custom class by its registered name (`elmo_keras>BiLM`), which exists
 only once the module defining the class has run. So that `import elmo_keras` is enough to load a
-saved model, the classes are registered as soon as Keras is there (`LanguageModel`, the TensorFlow
-trainer's model, only on the TensorFlow backend): at once if Keras is already imported, otherwise
+saved model, the classes are registered as soon as Keras is there (`LanguageModel`, the
+trainers' model, included): at once if Keras is already imported, otherwise
 right after Keras' own import finishes (a small import hook, `_RegisterWithKeras`). Nothing here
 imports Keras or TensorFlow itself.
 """
@@ -21,16 +21,12 @@ __version__ = "0.3.0"
 # The modules defining the classes registered with
 # `keras.saving.register_keras_serializable(package="elmo_keras")`.
 KERAS_CLASS_MODULES = ("elmo_keras.layers", "elmo_keras.models", "elmo_keras.models.language_model")
-TENSORFLOW_ONLY_MODULES = ("elmo_keras.models.language_model",)
 
 
 def register_keras_classes():
     """Registers every elmo-keras layer and model with Keras (imports Keras, and TensorFlow
     when it is the backend)."""
     for name in KERAS_CLASS_MODULES:  # the layers come first, and import Keras
-        if name in TENSORFLOW_ONLY_MODULES:
-            if sys.modules["keras"].config.backend() != "tensorflow":
-                continue
         importlib.import_module(name)
 
 

@@ -121,3 +121,21 @@ class Progress:
         if done >= self.total:
             self.stream.write("\n")
         self.stream.flush()
+
+
+def select_keras_backend(choice):
+    """Sets `KERAS_BACKEND` for `--backend tensorflow|jax` (Keras reads it once, when first
+    imported); `keras` keeps the environment's. TensorFlow is imported with its logs hidden."""
+    import os
+
+    from elmo_keras.cli import import_tensorflow
+
+    if choice in ("tensorflow", "jax"):
+        loaded = sys.modules.get("keras")
+        if loaded is not None and loaded.config.backend() != choice:
+            raise CommandError(
+                f"--backend {choice}: Keras was already loaded on {loaded.config.backend()!r}"
+            )
+        os.environ["KERAS_BACKEND"] = choice
+    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+        import_tensorflow()

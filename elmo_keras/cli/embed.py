@@ -3,6 +3,7 @@
 import pathlib
 
 from elmo_keras.cli import CommandError
+from elmo_keras.cli._common import select_keras_backend
 
 
 def add_parser(subparsers):
@@ -97,25 +98,6 @@ def make_embedder(args):
 
     bilm = BiLM.from_bilm_tf(options, weights)
     return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
-
-
-def select_keras_backend(choice):
-    """Sets `KERAS_BACKEND` for `--backend tensorflow|jax` (Keras reads it once, when first
-    imported); `keras` keeps the environment's. TensorFlow is imported with its logs hidden."""
-    import os
-    import sys
-
-    from elmo_keras.cli import import_tensorflow
-
-    if choice in ("tensorflow", "jax"):
-        loaded = sys.modules.get("keras")
-        if loaded is not None and loaded.config.backend() != choice:
-            raise CommandError(
-                f"--backend {choice}: Keras was already loaded on {loaded.config.backend()!r}"
-            )
-        os.environ["KERAS_BACKEND"] = choice
-    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
-        import_tensorflow()
 
 
 def check_output_location(args):

@@ -5,6 +5,7 @@ import argparse
 import os
 
 from elmo_keras.cli import CommandError
+from elmo_keras.cli._common import select_keras_backend
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES
 from elmo_keras.training.distribute import STRATEGIES
 
@@ -77,7 +78,19 @@ def add_parser(subparsers):
         metavar="SECONDS",
         help="stop (and checkpoint) after this much training time",
     )
-    parser.add_argument("--strategy", default="auto", choices=STRATEGIES)
+    parser.add_argument(
+        "--strategy",
+        default="auto",
+        choices=STRATEGIES,
+        help="auto: every local GPU (TensorFlow) or every JAX device; default: one device",
+    )
+    parser.add_argument(
+        "--backend",
+        default="keras",
+        choices=["keras", "tensorflow", "jax"],
+        help="keras: the KERAS_BACKEND environment variable's (else TensorFlow); tensorflow or "
+        "jax: that trainer (the same run folder and weight files; see docs/training.md)",
+    )
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -251,6 +264,7 @@ def _training_run(args):
 
 def run(args):
     _check(args)
+    select_keras_backend(args.backend)
     from elmo_keras.training.pipeline import train
     from elmo_keras.training.run_config import SettingsConflict
 

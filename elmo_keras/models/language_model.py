@@ -1,72 +1,122 @@
-"""The biLM with its training head: a word softmax shared by both directions."""
+"""The biLM with its training head: a word softmax shared by both directions.
+
+Written with `keras.ops`: the same model trains on TensorFlow (`training.trainer`) and on JAX
+(`training.jax_trainer`). The sampled softmax's candidates are drawn on the host, in NumPy, from a
+counter-based generator keyed by `(seed, step)`: every replica, worker and backend gets the same
+candidates for a step, and the compiled step takes them as an input.
+"""
 
 import math
 
 import keras
-import tensorflow as tf
+import numpy as np
+from keras import ops
 
-from elmo_keras.backend import require_tensorflow_backend
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.validation import check_int
+
+# Added to the logit of a candidate equal to the row's target (an accidental hit), as
+# TensorFlow's `sampled_softmax_loss` does: the candidate leaves the softmax.
+_HIT_PENALTY = float(np.finfo(np.float32).max)
 
 
 def log_uniform_candidates(num_sampled, range_max, seed):
     """Draws `num_sampled` word ids from the log-uniform (Zipf) distribution, statelessly.
 
     `P(k) = log((k + 2) / (k + 1)) / log(range_max + 1)`, as TensorFlow's
-    `log_uniform_candidate_sampler` (which expects a vocabulary sorted by frequency), but drawn
-    with replacement from a stateless generator: the same `seed` gives the same candidates on
-    every replica and every worker.
+    `log_uniform_candidate_sampler` (which expects a vocabulary sorted by frequency), drawn with
+    replacement in NumPy float64 from a Philox generator keyed by `seed`: the same key gives the
+    same candidates on every replica, every worker and every Keras backend.
 
     Args:
         num_sampled: int. Number of candidates.
         range_max: int. The vocabulary size.
-        seed: int tensor of shape `[2]`.
+        seed: int, or a sequence of non-negative ints (the trainers use `(seed, step)`).
 
     Returns:
-        The candidates, int64 `[num_sampled]` (repeats possible).
+        The candidates, a NumPy int32 array `[num_sampled]` (repeats possible).
     """
-    log_range = math.log(range_max + 1.0)
-    u = tf.random.stateless_uniform([num_sampled], seed=seed, dtype=tf.float64)
-    candidates = tf.cast(tf.floor(tf.exp(u * log_range)), tf.int64) - 1
-    return tf.clip_by_value(candidates, 0, range_max - 1)
+    key = [int(k) for k in np.atleast_1d(np.asarray(seed, dtype=np.int64))]
+    generator = np.random.Generator(np.random.Philox(key=_philox_key(key)))
+    u = generator.random(num_sampled)
+    candidates = np.floor(np.exp(u * math.log(range_max + 1.0))).astype(np.int64) - 1
+    return np.clip(candidates, 0, range_max - 1).astype(np.int32)
 
 
-def _log_uniform_expected_count(ids, num_sampled, range_max):
-    ids = tf.cast(ids, tf.float64)
-    probability = (tf.math.log(ids + 2.0) - tf.math.log(ids + 1.0)) / math.log(range_max + 1.0)
-    return tf.cast(num_sampled * probability, tf.float32)
+def _philox_key(values):
+    """Packs up to two non-negative ints into Philox's 128-bit key."""
+    if len(values) > 2 or min(values, default=0) < 0:
+        raise ValueError(
+            f"`seed` must be one or two non-negative integers. Received: seed={values!r}"
+        )
+    values = list(values) + [0] * (2 - len(values))
+    return (values[0] % 2**64) | ((values[1] % 2**64) << 64)
+
+
+def log_uniform_expected_count(ids, num_sampled, range_max):
+    """`num_sampled * P(id)` of the log-uniform sampler, float32 (a tensor of any backend).
+
+    `log((k + 2) / (k + 1))` is computed as `log1p(1 / (k + 1))`, exact in float32 for ids
+    near a million, where the difference of two logarithms would lose every digit.
+    """
+    ids = ops.cast(ids, "float32")
+    probability = ops.log1p(1.0 / (ids + 1.0)) / math.log(range_max + 1.0)
+    return num_sampled * probability
 
 
 def sampled_softmax_nll(kernel, bias, hidden, targets, candidates, num_classes):
-    """The sampled softmax loss of `tf.nn.sampled_softmax_loss`, with dense ops only.
+    """The sampled softmax loss of `tf.nn.sampled_softmax_loss`, with `keras.ops` only.
 
     Same result as `tf.nn.sampled_softmax_loss(kernel, bias, targets[:, None], hidden,
     len(candidates), num_classes, sampled_values=(candidates, log-uniform expected counts),
     remove_accidental_hits=True)`: the logits are corrected by `-log(expected count)`, and a
-    candidate equal to the target gets `-FLT_MAX` added. TensorFlow finds those accidental hits
-    with `ComputeAccidentalHits`, which XLA cannot compile; here an equality mask does it, so
-    the training step also compiles with `jit_compile=True`.
+    candidate equal to the target gets `-FLT_MAX` added (every copy of it: candidates are drawn
+    with replacement). An equality mask finds those accidental hits, so the loss compiles with
+    XLA on every backend.
 
     Args:
         kernel: `[num_classes, dim]`. bias: `[num_classes]`.
-        hidden: `[n, dim]`. targets: int64 `[n]`. candidates: int64 `[num_sampled]`.
+        hidden: `[n, dim]`. targets: int `[n]`. candidates: int `[num_sampled]`.
         num_classes: int. The vocabulary size (the sampler's range).
 
     Returns:
         The loss of each row, `[n]`.
     """
-    num_sampled = candidates.shape[0]
-    true_logits = tf.reduce_sum(hidden * tf.gather(kernel, targets), axis=1)
-    true_logits += tf.gather(bias, targets)
-    true_logits -= tf.math.log(_log_uniform_expected_count(targets, num_sampled, num_classes))
-    sampled_logits = tf.matmul(hidden, tf.gather(kernel, candidates), transpose_b=True)
-    sampled_logits += tf.gather(bias, candidates)
-    hits = tf.equal(targets[:, None], candidates[None, :])
-    sampled_logits = tf.where(hits, sampled_logits - tf.float32.max, sampled_logits)
-    sampled_logits -= tf.math.log(_log_uniform_expected_count(candidates, num_sampled, num_classes))
-    logits = tf.concat([true_logits[:, None], sampled_logits], axis=1)
-    return tf.reduce_logsumexp(logits, axis=1) - true_logits
+    return sampled_softmax_from_rows(
+        ops.take(kernel, targets, axis=0),
+        ops.take(bias, targets, axis=0),
+        ops.take(kernel, candidates, axis=0),
+        ops.take(bias, candidates, axis=0),
+        hidden,
+        targets,
+        candidates,
+        num_classes,
+    )
+
+
+def sampled_softmax_from_rows(
+    target_rows, target_bias, candidate_rows, candidate_bias, hidden, targets, candidates, classes
+):
+    """`sampled_softmax_nll` given the softmax rows of the targets and of the candidates.
+
+    The JAX trainer differentiates with respect to these rows (not the whole softmax), so that
+    a step touches only the rows it uses.
+    """
+    num_sampled = ops.shape(candidates)[0]
+    true_logits = ops.sum(hidden * target_rows, axis=1) + target_bias
+    true_logits -= ops.log(log_uniform_expected_count(targets, num_sampled, classes))
+    sampled_logits = ops.matmul(hidden, ops.transpose(candidate_rows)) + candidate_bias
+    hits = ops.equal(ops.cast(targets, "int32")[:, None], ops.cast(candidates, "int32")[None, :])
+    sampled_logits = ops.where(hits, sampled_logits - _HIT_PENALTY, sampled_logits)
+    sampled_logits -= ops.log(log_uniform_expected_count(candidates, num_sampled, classes))
+    logits = ops.concatenate([true_logits[:, None], sampled_logits], axis=1)
+    return ops.logsumexp(logits, axis=1) - true_logits
+
+
+def full_softmax_nll(kernel, bias, hidden, targets):
+    """Negative log-likelihood of `targets` `[n]` under the full softmax of `hidden` `[n, dim]`."""
+    logits = ops.matmul(hidden, ops.transpose(kernel)) + bias
+    return ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -78,6 +128,7 @@ class LanguageModel(keras.Model):
     LSTM layer. Training uses a sampled softmax with `n_negative_samples` candidates from a
     log-uniform sampler (the vocabulary must be sorted by frequency and larger than the sample
     count); evaluation uses the full softmax. The loss is `0.5 * (forward + backward)`.
+    Written with `keras.ops`: it runs and trains on TensorFlow and on JAX.
 
     The model works on windows that carry their own `<S>` / `</S>` tokens (see
     `elmo_keras.training.data`): it calls `bilm.char_cnn` and `bilm.bilstm` directly, feeding
@@ -95,7 +146,6 @@ class LanguageModel(keras.Model):
     """
 
     def __init__(self, bilm, vocabulary_size, n_negative_samples=8192, **kwargs):
-        require_tensorflow_backend("LanguageModel")
         super().__init__(**kwargs)
         if isinstance(bilm, dict):
             bilm = keras.saving.deserialize_keras_object(bilm)
@@ -140,14 +190,14 @@ class LanguageModel(keras.Model):
     @staticmethod
     def token_mask(char_ids):
         """True at the real tokens of `char_ids` `[batch, steps, max_chars]` (padding is all 0)."""
-        return tf.not_equal(char_ids[:, :, 0], 0)
+        return ops.not_equal(char_ids[:, :, 0], 0)
 
     def zero_state(self, batch_size):
         """Zero `(state_h, state_c)` for `batch_size` rows."""
         bilm = self.bilm
         return (
-            tf.zeros([batch_size, 2, bilm.n_layers, bilm.projection_dim]),
-            tf.zeros([batch_size, 2, bilm.n_layers, bilm.lstm_units]),
+            ops.zeros([batch_size, 2, bilm.n_layers, bilm.projection_dim]),
+            ops.zeros([batch_size, 2, bilm.n_layers, bilm.lstm_units]),
         )
 
     def encode(
@@ -164,8 +214,8 @@ class LanguageModel(keras.Model):
         Returns:
             `(forward [B, T, P], backward [B, T, P], mask [B, T], state_h, state_c)`.
         """
-        batch = tf.shape(forward_char_ids)[0]
-        both = tf.concat([forward_char_ids, backward_char_ids], axis=0)
+        batch = ops.shape(forward_char_ids)[0]
+        both = ops.concatenate([forward_char_ids, backward_char_ids], axis=0)
         embedded = self.bilm.char_cnn(both, training=training)
         forward_embedded, backward_embedded = embedded[:batch], embedded[batch:]
         mask = self.token_mask(forward_char_ids)
@@ -177,40 +227,78 @@ class LanguageModel(keras.Model):
             backward_inputs=backward_embedded,
             training=training,
         )
-        top = tf.cast(outputs[:, -1], tf.float32)
+        top = ops.cast(outputs[:, -1], "float32")
         dim = self.projection_dim
         return top[..., :dim], top[..., dim:], mask, new_h, new_c
 
-    def sample_candidates(self, sample_seed):
-        """The sampled softmax's candidates for `sample_seed` (None for the full softmax)."""
+    def sample_candidates(self, seed, step=0):
+        """The sampled softmax's candidates of `step` for `seed`, NumPy int32
+        `[n_negative_samples]` (`log_uniform_candidates`); None for the full softmax."""
         if not self.n_negative_samples:
             return None
-        return log_uniform_candidates(self.n_negative_samples, self.vocabulary_size, sample_seed)
+        return log_uniform_candidates(self.n_negative_samples, self.vocabulary_size, (seed, step))
 
-    def token_losses(self, hidden, targets, mask, sample_seed=None, candidates=None):
+    @staticmethod
+    def softmax_row_ids(batch, candidates):
+        """The softmax rows a sampled step reads: the forward targets, the backward targets
+        (both flattened) and the candidates, in the order `window_nll(softmax_rows=...)` takes
+        their rows."""
+        return ops.concatenate(
+            [
+                ops.reshape(ops.cast(batch["forward_targets"], "int32"), [-1]),
+                ops.reshape(ops.cast(batch["backward_targets"], "int32"), [-1]),
+                ops.cast(candidates, "int32"),
+            ],
+            axis=0,
+        )
+
+    def token_losses(self, hidden, targets, mask, candidates=None, softmax_rows=None):
         """Negative log-likelihood of every target, 0 at padding. hidden `[..., P]`.
 
-        With `candidates` (from `sample_candidates`), or `sample_seed` (int tensor `[2]`) and
-        `n_negative_samples > 0`: the sampled softmax; otherwise the full softmax.
+        With `candidates` (from `sample_candidates`): the sampled softmax, reading the softmax's
+        rows for `ops.concatenate([targets.flat, candidates])` from `softmax_rows` (a
+        `(kernel_rows, bias_rows)` pair) when given; otherwise the full softmax.
         """
         dim = self.projection_dim
-        flat_hidden = tf.reshape(hidden, [-1, dim])
-        flat_targets = tf.reshape(tf.cast(targets, tf.int64), [-1])
-        kernel = tf.cast(self.softmax_kernel, tf.float32)
-        bias = tf.cast(self.softmax_bias, tf.float32)
-        if candidates is None and sample_seed is not None:
-            candidates = self.sample_candidates(sample_seed)
+        flat_hidden = ops.reshape(ops.cast(hidden, "float32"), [-1, dim])
+        flat_targets = ops.reshape(ops.cast(targets, "int32"), [-1])
         if candidates is not None:
-            nll = sampled_softmax_nll(
-                kernel, bias, flat_hidden, flat_targets, candidates, self.vocabulary_size
+            if softmax_rows is None:
+                ids = ops.concatenate([flat_targets, ops.cast(candidates, "int32")], axis=0)
+                softmax_rows = self._rows(ids)
+            rows, bias = softmax_rows
+            n = ops.shape(flat_targets)[0]
+            nll = sampled_softmax_from_rows(
+                rows[:n],
+                bias[:n],
+                rows[n:],
+                bias[n:],
+                flat_hidden,
+                flat_targets,
+                candidates,
+                self.vocabulary_size,
             )
         else:
-            logits = tf.matmul(flat_hidden, kernel, transpose_b=True) + bias
-            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=flat_targets, logits=logits)
-        nll = tf.reshape(nll, tf.shape(targets))
-        return nll * tf.cast(mask, nll.dtype)
+            kernel = ops.cast(self.softmax_kernel, "float32")
+            bias = ops.cast(self.softmax_bias, "float32")
+            nll = full_softmax_nll(kernel, bias, flat_hidden, flat_targets)
+        nll = ops.reshape(nll, ops.shape(targets))
+        return nll * ops.cast(mask, nll.dtype)
 
-    def window_nll(self, batch, state_h=None, state_c=None, candidates=None, training=False):
+    def _rows(self, ids):
+        kernel = ops.cast(self.softmax_kernel, "float32")
+        bias = ops.cast(self.softmax_bias, "float32")
+        return ops.take(kernel, ids, axis=0), ops.take(bias, ids, axis=0)
+
+    def window_nll(
+        self,
+        batch,
+        state_h=None,
+        state_c=None,
+        candidates=None,
+        training=False,
+        softmax_rows=None,
+    ):
         """The language-model loss of a batch of windows: summed NLL of both directions.
 
         The one place where the two directions' losses are computed (training, evaluation and
@@ -222,9 +310,12 @@ class LanguageModel(keras.Model):
                 and `forward_targets`, `backward_targets` `[batch, steps]` (see
                 `elmo_keras.training.windows.WindowPacker`).
             state_h, state_c: optional initial LSTM state (see `ProjectedBiLSTM`).
-            candidates: int64 `[n_negative_samples]` or None. The sampled softmax's candidates
+            candidates: int `[n_negative_samples]` or None. The sampled softmax's candidates
                 (`sample_candidates`); None: the full softmax.
             training: bool. Dropout on.
+            softmax_rows: `(kernel_rows, bias_rows)` or None. With `candidates`: the softmax's
+                rows for `softmax_row_ids(batch, candidates)`, already gathered (the JAX
+                trainer differentiates with respect to them); None: gathered here.
 
         Returns:
             A dict: `forward_nll` and `backward_nll` (float32 sums over the real tokens),
@@ -237,12 +328,16 @@ class LanguageModel(keras.Model):
             state_c,
             training=training,
         )
-        nll_fw = self.token_losses(forward, batch["forward_targets"], mask, candidates=candidates)
-        nll_bw = self.token_losses(backward, batch["backward_targets"], mask, candidates=candidates)
+        # Both directions in one softmax call: one gather of the rows, one matmul.
+        hidden = ops.concatenate([forward, backward], axis=0)
+        targets = ops.concatenate([batch["forward_targets"], batch["backward_targets"]], axis=0)
+        both_mask = ops.concatenate([mask, mask], axis=0)
+        nll = self.token_losses(hidden, targets, both_mask, candidates, softmax_rows)
+        rows = ops.shape(forward)[0]
         return {
-            "forward_nll": tf.reduce_sum(nll_fw),
-            "backward_nll": tf.reduce_sum(nll_bw),
-            "tokens": tf.reduce_sum(tf.cast(mask, tf.float32)),
+            "forward_nll": ops.sum(nll[:rows]),
+            "backward_nll": ops.sum(nll[rows:]),
+            "tokens": ops.sum(ops.cast(mask, "float32")),
             "state_h": new_h,
             "state_c": new_c,
         }

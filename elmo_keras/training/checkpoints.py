@@ -6,13 +6,16 @@ folder behind (`remove_orphans` deletes it at the start of `fit` and after every
 damaged, truncated or missing newest checkpoint makes `restore_newest_readable` fall back to an
 older kept one and say why; a failed write (disk full) becomes one `CheckpointWriteError` line
 that names the checkpoint to resume from.
+
+The JAX trainer's checkpoints are single `ckpt-N.npz` files (`array_checkpoints`); they are
+listed, restored newest-readable-first and named in resume hints here as well. TensorFlow is not
+imported by this module.
 """
 
 import pathlib
 import re
 import shutil
-
-import tensorflow as tf
+import sys
 
 _CHECKPOINT = re.compile(r"^ckpt-(\d+)$")
 _TEMPORARY = re.compile(r"^ckpt-\d+_temp$")
@@ -43,10 +46,12 @@ def kept_checkpoints(directory):
     """The prefixes of the checkpoints in `directory`, newest (highest step) first.
 
     Both the `checkpoint` state file's entries (a listed checkpoint whose files are missing is
-    still returned: restoring it fails and says so) and every `ckpt-N.index` file count.
+    still returned: restoring it fails and says so), every `ckpt-N.index` file and every
+    `ckpt-N.npz` file (the JAX trainer's) count.
     """
     directory = pathlib.Path(directory)
     names = {p.name[: -len(".index")] for p in directory.glob("ckpt-*.index")}
+    names |= {p.name[: -len(".npz")] for p in directory.glob("ckpt-*.npz")}
     state = directory / "checkpoint"
     try:
         lines = state.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -115,9 +120,12 @@ def write_checkpoint(save, directory, step):
     becomes a `CheckpointWriteError` whose one-line message names the newest checkpoint kept,
     from which the run can be resumed.
     """
+    errors = (OSError,)
+    if "tensorflow" in sys.modules:  # a TensorFlow save reports its failures as OpError
+        errors += (sys.modules["tensorflow"].errors.OpError,)
     try:
         path = save()
-    except (tf.errors.OpError, OSError) as error:
+    except errors as error:
         remove_orphans(directory)
         raise CheckpointWriteError(
             f"could not write checkpoint ckpt-{step} in {directory} ({one_line(error)}); "
@@ -129,7 +137,11 @@ def write_checkpoint(save, directory, step):
 
 def resume_hint(directory):
     """Where a failed run can go on from: "resume from <newest checkpoint> (`--resume`)"."""
-    kept = [p for p in kept_checkpoints(directory) if pathlib.Path(f"{p}.index").is_file()]
+    kept = [
+        p
+        for p in kept_checkpoints(directory)
+        if pathlib.Path(f"{p}.index").is_file() or pathlib.Path(f"{p}.npz").is_file()
+    ]
     if not kept:
         return "no checkpoint was kept yet: start the run again"
     return f"resume from {kept[0]} (`--resume`, output {pathlib.Path(directory).parent})"

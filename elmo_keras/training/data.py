@@ -11,7 +11,8 @@ import glob
 import os
 import random
 
-from elmo_keras.text.pretokenize import TOKENIZATION_MODES
+from elmo_keras.backend import keras_backend
+from elmo_keras.text.pretokenize import TOKENIZATION_MODES, tokenize_python
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.windows import (  # noqa: F401  (public here before the split)
     WindowPacker,
@@ -46,7 +47,12 @@ def expand_files(pattern):
 
 
 def tokenize_lines(lines, tokenization_mode="whitespace", **kwargs):
-    """Tokenizes a list of lines with tensorflow-text; returns a list of lists of str.
+    """Tokenizes a list of lines; returns a list of lists of str.
+
+    On the TensorFlow backend with tensorflow-text (`elmo_keras.text.tokenizer`), elsewhere
+    with its Python twin (`elmo_keras.text.pretokenize.tokenize_python`, no TensorFlow): the
+    same tokens, except that tensorflow-text drops everything from a NUL character (U+0000) of
+    a line on.
 
     Args:
         lines: list of str.
@@ -61,6 +67,8 @@ def tokenize_lines(lines, tokenization_mode="whitespace", **kwargs):
     check_choice("tokenization_mode", tokenization_mode, TOKENIZATION_MODES)
     if not lines:
         return []
+    if keras_backend() != "tensorflow":
+        return [tokenize_python(line, tokenization_mode) for line in lines]
     from elmo_keras.text.tokenizer import tokenize
 
     ragged = tokenize(lines, mode=tokenization_mode, use_tensorflow_text=True)

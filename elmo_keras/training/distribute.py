@@ -82,6 +82,33 @@ def _mirrored_strategy(devices):
         strategy_class._collective_key_base = next(_key_ranges) * _KEY_RANGE
 
 
+def jax_devices(strategy="auto"):
+    """The JAX devices a run's `strategy` setting names (the JAX trainer's counterpart of
+    `make_strategy`).
+
+    `"auto"` and `"mirrored"`: every device of every process (`jax.devices()`); `"default"`:
+    the first one; `"multi-worker"`: every device, once `jax.distributed.initialize()` has
+    joined more than one process. A `tf.distribute.Strategy` is a `ValueError`.
+    """
+    import jax
+
+    if not isinstance(strategy, str):
+        raise ValueError(
+            "On the JAX backend `strategy` must be one of "
+            f"{', '.join(repr(s) for s in STRATEGIES)}; a tf.distribute strategy needs "
+            f"KERAS_BACKEND=tensorflow. Received: strategy={strategy!r}"
+        )
+    check_choice("strategy", strategy, STRATEGIES)
+    if strategy == "default":
+        return jax.devices()[:1]
+    if strategy == "multi-worker" and jax.process_count() < 2:
+        raise ValueError(
+            "`strategy='multi-worker'` on JAX needs `jax.distributed.initialize()` with more "
+            f"than one process (see docs/training.md). Received: {jax.process_count()} process"
+        )
+    return jax.devices()
+
+
 def _resolver(strategy):
     return getattr(strategy, "cluster_resolver", None)
 

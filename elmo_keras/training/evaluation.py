@@ -1,15 +1,26 @@
-"""Held-out perplexity of a `LanguageModel` with the full softmax."""
+"""Held-out perplexity of a `LanguageModel` with the full softmax, on TensorFlow or JAX."""
 
 import math
 
-import tensorflow as tf
-
+from elmo_keras.backend import keras_backend
 from elmo_keras.training.data import TOKENIZATION_RENAMED, SentenceStream, no_other_arguments
 from elmo_keras.training.windows import WindowPacker
 from elmo_keras.validation import check_int, renamed_argument
 
 
 def _make_eval_step(model):
+    """`eval_step(batch, state_h, state_c)`, compiled for the running backend."""
+    if keras_backend() == "jax":
+        from elmo_keras.training.jax_steps import make_eval_step, values
+
+        compiled = make_eval_step(model)
+        return lambda batch, h, c: compiled(values(model.variables), batch, h, c)
+    return _tensorflow_eval_step(model)
+
+
+def _tensorflow_eval_step(model):
+    import tensorflow as tf
+
     @tf.function(reduce_retracing=True, autograph=False)  # no Python control flow inside
     def eval_step(batch, state_h, state_c):
         out = model.window_nll(batch, state_h, state_c, training=False)

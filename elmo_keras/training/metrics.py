@@ -1,22 +1,13 @@
-"""Training metrics: summed per step, written to TensorBoard and the terminal per interval."""
+"""Training metrics: summed per step, written to TensorBoard and the terminal per interval.
+
+Imports Keras, not TensorFlow (the TensorBoard files: `event_file`)."""
 
 import math
 import time
 
 import keras
-import tensorflow as tf
 
-
-def _write_scalar(name, value, step):
-    """`tf.summary.scalar` without the tensorboard package (same event-file record)."""
-    from tensorflow.core.framework import summary_pb2
-
-    metadata = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
-    )
-    tf.summary.write(
-        name, tf.constant(value, tf.float32), step=step, metadata=metadata.SerializeToString()
-    )
+from elmo_keras.training.event_file import EventFileWriter
 
 
 def step_logs(forward_nll, backward_nll, tokens, grad_norm):
@@ -69,7 +60,7 @@ class MetricsLogger:
     """
 
     def __init__(self, log_dir=None, optimizer=None, echo=True, progress_steps=None, first_step=0):
-        self.writer = tf.summary.create_file_writer(str(log_dir)) if log_dir else None
+        self.writer = EventFileWriter(log_dir) if log_dir else None
         self.optimizer = optimizer
         self.bar = keras.utils.Progbar(progress_steps, unit_name="step") if progress_steps else None
         self.echo = bool(echo) and self.bar is None
@@ -110,9 +101,7 @@ class MetricsLogger:
                 keras.ops.convert_to_numpy(self.optimizer.learning_rate)
             )
         if self.writer is not None:
-            with self.writer.as_default():
-                for name, value in scalars.items():
-                    _write_scalar(name, value, step)
+            self.writer.scalars(scalars, step)
         if echo and self.echo:
             print(
                 f"step {step}: loss {scalars['loss']:.4f}, perplexity forward "
@@ -148,4 +137,4 @@ class MetricsLogger:
         if self.pending:
             self.write(step, echo=False)
         if self.writer is not None:
-            self.writer.flush()
+            self.writer.close()

@@ -34,6 +34,8 @@ def export_model(model, vocabulary, output_dir):
         vocabulary: `Vocabulary`. The softmax's words.
         output_dir: path. Created if missing.
     """
+    import keras
+
     from elmo_keras.weights import save_softmax, save_weights
 
     output_dir = pathlib.Path(output_dir)
@@ -42,7 +44,9 @@ def export_model(model, vocabulary, output_dir):
     save_weights(model.bilm, output_dir / WEIGHTS_FILE)
     save_vocabulary(vocabulary, output_dir / VOCAB_FILE)
     save_softmax(
-        output_dir / SOFTMAX_FILE, model.softmax_kernel.numpy(), model.softmax_bias.numpy()
+        output_dir / SOFTMAX_FILE,
+        keras.ops.convert_to_numpy(model.softmax_kernel),
+        keras.ops.convert_to_numpy(model.softmax_bias),
     )
 
 

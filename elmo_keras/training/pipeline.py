@@ -72,26 +72,40 @@ def train(run=None, *args, callbacks=None, **kwargs):
     return summary
 
 
-def _start(run):
-    """The run's `Trainer` and `RunPlan`: settings resolved, the run folder written (chief),
-    the weights restored (resume) or loaded from `init_from`."""
+def _make_trainer(plan):
+    """The trainer of the running Keras backend: `JaxTrainer` on JAX, else `Trainer`."""
+    from elmo_keras.backend import keras_backend
+
+    run = plan.run
+    common = {
+        "seed": run.seed,
+        "carry_state": run.carry_state,
+        "mixed_precision": run.mixed_precision,
+        "freeze_bilm_steps": run.freeze_bilm_steps,
+    }
+    if keras_backend() == "jax":
+        from elmo_keras.training.distribute import jax_devices
+        from elmo_keras.training.jax_trainer import JaxTrainer
+
+        devices = jax_devices(run.strategy)
+        return JaxTrainer(plan.config, plan.vocabulary, devices=devices, **common)
     from elmo_keras.training.distribute import make_strategy
-    from elmo_keras.training.settings import plan_run
     from elmo_keras.training.trainer import Trainer
+
+    strategy = make_strategy(run.strategy) if isinstance(run.strategy, str) else run.strategy
+    return Trainer(
+        plan.config, plan.vocabulary, strategy=strategy, jit_compile=run.jit_compile, **common
+    )
+
+
+def _start(run):
+    """The run's trainer and `RunPlan`: settings resolved, the run folder written (chief),
+    the weights restored (resume) or loaded from `init_from`."""
+    from elmo_keras.training.settings import plan_run
 
     plan = plan_run(run)
     run = plan.run
-    strategy = make_strategy(run.strategy) if isinstance(run.strategy, str) else run.strategy
-    trainer = Trainer(
-        plan.config,
-        plan.vocabulary,
-        strategy=strategy,
-        seed=run.seed,
-        carry_state=run.carry_state,
-        mixed_precision=run.mixed_precision,
-        jit_compile=run.jit_compile,
-        freeze_bilm_steps=run.freeze_bilm_steps,
-    )
+    trainer = _make_trainer(plan)
     trainer.data_start_step = plan.settings["data_start_step"]
     output_dir = pathlib.Path(run.output_dir)
     restored = None
@@ -145,11 +159,10 @@ def _fit(trainer, run, callbacks):
 def _announce(trainer, restored, plan):
     from elmo_keras.training.init_source import describe
 
-    replicas = trainer.strategy.num_replicas_in_sync
     record = plan.settings["init_from"]
     print(
-        f"training on {replicas} replica(s), global batch {trainer.batch_size} x "
-        f"{trainer.unroll_steps} tokens, {type(trainer.strategy).__name__}"
+        f"training on {trainer.replicas} replica(s), global batch {trainer.batch_size} x "
+        f"{trainer.unroll_steps} tokens, {trainer.placement}"
         + (f", resumed from {restored}" if restored else "")
         + (f", started from {describe(record)}" if record else ""),
         flush=True,
@@ -186,18 +199,29 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
     Returns:
         The checkpoint prefix that was written out.
     """
-    import tensorflow as tf
-
     from elmo_keras.training.configs import normalize_config
     from elmo_keras.training.model_files import export_model
-    from elmo_keras.training.state import TrainingState
 
     saved, vocabulary = load_run(run_dir)
     checkpoint = find_checkpoint(run_dir, checkpoint)
     config = normalize_config(saved["config"])
-    state = TrainingState(config, len(vocabulary), tf.distribute.get_strategy(), saved["seed"])
-    state.restore(checkpoint, skip=("optimizer", "state"))  # not exported; they may differ
-    export_model(state.model, vocabulary, output_dir)
+    if pathlib.Path(f"{checkpoint}.npz").is_file():  # the JAX trainer's: any backend reads it
+        from elmo_keras.training.array_checkpoints import assign_variables, read_arrays
+        from elmo_keras.training.model_setup import make_language_model
+
+        model = make_language_model(config, len(vocabulary), saved["seed"])
+        path = f"{checkpoint}.npz"
+        assign_variables("model", model.variables, read_arrays(path), path)
+    else:
+        import tensorflow as tf
+
+        from elmo_keras.training.state import TrainingState
+
+        strategy = tf.distribute.get_strategy()
+        state = TrainingState(config, len(vocabulary), strategy, saved["seed"])
+        state.restore(checkpoint, skip=("optimizer", "state"))  # not exported; they may differ
+        model = state.model
+    export_model(model, vocabulary, output_dir)
     return checkpoint
 
 

@@ -6,12 +6,13 @@ run/
                          vocabulary settings, where the weights started (`init_from`), the
                          frozen-biLM steps, and the overrides applied when resuming
   vocab.txt              the vocabulary (bilm-tf format)
-  checkpoints/ckpt-N.*   rotated `tf.train.Checkpoint`s (weights, optimizer, step, LSTM state)
+  checkpoints/ckpt-N.*   rotated checkpoints (weights, optimizer, step, LSTM state):
+                         `tf.train.Checkpoint`s (TensorFlow) or `ckpt-N.npz` files (JAX)
   logs/                  TensorBoard scalars
   options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5   at the end (`model_files`)
 ```
 
-Plain Python (no TensorFlow) except `find_checkpoint`.
+Plain Python (no TensorFlow).
 """
 
 import json
@@ -129,6 +130,11 @@ def has_checkpoints(run_dir):
     return checkpoints.is_dir() and any(checkpoints.iterdir())
 
 
+def _written(prefix):
+    """Whether a checkpoint prefix has its files: TensorFlow's `.index` or the JAX `.npz`."""
+    return pathlib.Path(f"{prefix}.index").is_file() or pathlib.Path(f"{prefix}.npz").is_file()
+
+
 def find_checkpoint(run_dir, checkpoint=None):
     """The prefix of a kept checkpoint of a run.
 
@@ -140,19 +146,18 @@ def find_checkpoint(run_dir, checkpoint=None):
     Returns:
         The checkpoint prefix, a str.
     """
-    import tensorflow as tf
+    from elmo_keras.training.checkpoints import kept_checkpoints
 
     checkpoints = pathlib.Path(run_dir) / CHECKPOINTS
+    kept = [p for p in kept_checkpoints(checkpoints) if _written(p)]
     if checkpoint is None:
-        latest = tf.train.latest_checkpoint(str(checkpoints))
-        if latest is None:
+        if not kept:
             raise ValueError(f"No checkpoint in {checkpoints}.")
-        return latest
-    if pathlib.Path(f"{checkpoint}.index").is_file():
-        return str(checkpoint)
-    if pathlib.Path(f"{checkpoints / checkpoint}.index").is_file():
-        return str(checkpoints / checkpoint)
-    kept = sorted(p.name[: -len(".index")] for p in checkpoints.glob("*.index"))
+        return kept[0]
+    for prefix in (pathlib.Path(checkpoint), checkpoints / checkpoint):
+        if _written(prefix):
+            return str(prefix)
+    kept = sorted(pathlib.Path(p).name for p in kept)
     raise ValueError(
         f"`checkpoint` must name a checkpoint of {checkpoints} (kept: "
         f"{', '.join(kept) or 'none'}). Received: checkpoint={checkpoint!r}"

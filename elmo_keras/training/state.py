@@ -1,26 +1,15 @@
 """What a training checkpoint holds, built under the strategy: the model, the optimizer, the step
 and the LSTM state carried from window to window."""
 
-import keras
 import tensorflow as tf
 
-from elmo_keras.models.bilm import BiLM
-from elmo_keras.models.language_model import LanguageModel
 from elmo_keras.training import distribute
 from elmo_keras.training.checkpoints import (
     remove_orphans,
     restore_newest_readable,
     write_checkpoint,
 )
-from elmo_keras.training.configs import architecture_options
-
-
-def make_optimizer(config):
-    """bilm-tf's Adagrad (accumulators start at 1.0) or Adam, at the configuration's rate."""
-    lr = float(config["learning_rate"])
-    if config["optimizer"] == "adagrad":
-        return keras.optimizers.Adagrad(learning_rate=lr, initial_accumulator_value=1.0)
-    return keras.optimizers.Adam(learning_rate=lr)
+from elmo_keras.training.model_setup import make_language_model, make_optimizer
 
 
 def _first_replica_variable(initial_value, name, dtype=None):
@@ -55,16 +44,10 @@ class TrainingState:
 
     def __init__(self, config, vocabulary_size, strategy, seed=0, mixed_precision=None):
         self.strategy = strategy
-        kwargs = {"dropout": float(config.get("dropout", 0.0))}
-        if mixed_precision:
-            kwargs["dtype"] = "mixed_bfloat16"
         batch_size = int(config["batch_size"])
         with strategy.scope():
-            keras.utils.set_random_seed(int(seed))
-            bilm = BiLM.from_options(architecture_options(config), **kwargs)
-            samples = int(config.get("n_negative_samples_batch") or 0)
-            self.model = LanguageModel(bilm, vocabulary_size, samples)
-            self.model.build()
+            self.model = make_language_model(config, vocabulary_size, seed, mixed_precision)
+            bilm = self.model.bilm
             self.optimizer = make_optimizer(config)
             self.optimizer.build(self.model.trainable_variables)
             self.step = _first_replica_variable(0, "step", tf.int64)

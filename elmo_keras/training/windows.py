@@ -14,8 +14,12 @@ row reversed by its own length), which is what `ProjectedBiLSTM(backward_inputs=
 The stream is deterministic given the seed: a run resumed at global batch `k` rebuilds it and
 skips `k` batches (without computing character ids), which restores the data position exactly.
 
-NumPy, except `make_dataset` (tf.data).
+NumPy, except `make_dataset` (tf.data); `prefetched` runs a batch iterator in a background thread
+(the JAX trainer's feed).
 """
+
+import queue
+import threading
 
 import numpy as np
 
@@ -227,3 +231,47 @@ def make_dataset(
     signature["epoch"] = tf.TensorSpec([], tf.int32)
     dataset = tf.data.Dataset.from_generator(generator, output_signature=signature)
     return dataset.prefetch(prefetch)
+
+
+def prefetched(iterator, size):
+    """Runs `iterator` in a background thread, `size` items ahead; re-raises its errors.
+
+    The JAX trainer's data feed (batches packed and copied to the devices while the step
+    runs). Closing the returned generator (the trainer does when `fit` ends) stops the thread
+    and waits for it: a thread left inside JAX at interpreter exit aborts the process.
+    """
+    items = queue.Queue(maxsize=size)
+    done = object()
+    stop = threading.Event()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work():
+        try:
+            for item in iterator:
+                if not put(item):
+                    return
+            put(done)
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer
+            put(error)
+
+    thread = threading.Thread(target=work, daemon=True, name="elmo-keras-batches")
+    thread.start()
+    try:
+        while True:
+            item = items.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()

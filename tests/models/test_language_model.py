@@ -1,21 +1,19 @@
-"""The training head's sampled softmax: against TensorFlow's `tf.nn.sampled_softmax_loss` and a
-NumPy float64 reference."""
+"""The training head: the sampled softmax against a NumPy float64 reference (every backend) and
+TensorFlow's `tf.nn.sampled_softmax_loss` (TensorFlow), the host-side candidate sampler."""
 
 import math
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from elmo_keras.models.language_model import (
-    _log_uniform_expected_count,
     log_uniform_candidates,
+    log_uniform_expected_count,
     sampled_softmax_nll,
 )
 
-# The TensorFlow trainer's model (its JAX twin is the subject of a later issue).
-pytestmark = pytest.mark.tensorflow_only
+tensorflow_only = pytest.mark.tensorflow_only
 
 VOCAB, DIM, ROWS = 50, 6, 40
 
@@ -53,6 +51,8 @@ def _ours(kernel, bias, hidden, targets, candidates):
 
 
 def _tensorflow(kernel, bias, hidden, targets, candidates):
+    import tensorflow as tf
+
     labels = targets[:, None]
     num_sampled = candidates.shape[0]
     return tf.nn.sampled_softmax_loss(
@@ -64,14 +64,16 @@ def _tensorflow(kernel, bias, hidden, targets, candidates):
         num_classes=VOCAB,
         sampled_values=(
             candidates,
-            _log_uniform_expected_count(labels, num_sampled, VOCAB),
-            _log_uniform_expected_count(candidates, num_sampled, VOCAB),
+            log_uniform_expected_count(labels, num_sampled, VOCAB),
+            log_uniform_expected_count(candidates, num_sampled, VOCAB),
         ),
         remove_accidental_hits=True,
     )
 
 
 def _loss_and_grads(fn, kernel, bias, hidden, targets, candidates):
+    import tensorflow as tf
+
     tensors = [tf.constant(x, tf.float32) for x in (kernel, bias, hidden)]
     with tf.GradientTape() as tape:
         tape.watch(tensors)
@@ -81,6 +83,7 @@ def _loss_and_grads(fn, kernel, bias, hidden, targets, candidates):
     return [loss.numpy()] + [tf.convert_to_tensor(g).numpy() for g in grads]
 
 
+@tensorflow_only
 @pytest.mark.parametrize("num_sampled", [8, 30])
 def test_matches_tensorflow_on_distinct_candidates(num_sampled):
     """Loss and gradients equal TensorFlow's (`ComputeAccidentalHits`) within 1e-5 when the
@@ -94,21 +97,55 @@ def test_matches_tensorflow_on_distinct_candidates(num_sampled):
     np.testing.assert_allclose(ours[0], _numpy_reference(*problem, candidates), atol=1e-5)
 
 
-def test_repeated_candidates_all_removed():
+def test_matches_the_numpy_reference_on_every_backend():
     """Our sampler draws with replacement: a target drawn twice must leave the softmax twice.
-    (TensorFlow's `ComputeAccidentalHits` removes one copy only: this case differs from it.)"""
-    candidates = log_uniform_candidates(64, VOCAB, tf.constant([3, 4], tf.int64)).numpy()
+    (TensorFlow's `ComputeAccidentalHits` removes one copy only: this case differs from it.)
+    The loss against the float64 reference, within 1e-5, on the running Keras backend."""
+    candidates = log_uniform_candidates(64, VOCAB, (3, 4))
     problem = _problem(candidates)
     repeated = [np.sum(candidates == t) for t in problem[3]]
     assert max(repeated) >= 2
-    ours = _loss_and_grads(_ours, *problem, candidates)[0]
+    kernel, bias, hidden, targets = problem
+    args = [keras.ops.convert_to_tensor(x, "float32") for x in (kernel, bias, hidden)]
+    ours = keras.ops.convert_to_numpy(
+        sampled_softmax_nll(*args, targets.astype("int32"), candidates, VOCAB)
+    )
     np.testing.assert_allclose(ours, _numpy_reference(*problem, candidates), atol=1e-5)
     assert np.all(np.isfinite(ours))
 
 
+def test_candidates_are_log_uniform_and_keyed_by_the_seed():
+    """The host sampler: the same key gives the same ids (any process, any backend), another
+    key other ids, and the frequencies follow P(k) = log((k+2)/(k+1)) / log(V+1) (chi-square
+    over the 5 most likely ids and the rest, 200,000 draws)."""
+    first = log_uniform_candidates(16, VOCAB, (0, 5))
+    np.testing.assert_array_equal(first, log_uniform_candidates(16, VOCAB, (0, 5)))
+    assert not np.array_equal(first, log_uniform_candidates(16, VOCAB, (0, 6)))
+    assert first.dtype == np.int32 and first.min() >= 0 and first.max() < VOCAB
+    draws = log_uniform_candidates(200_000, VOCAB, 11)
+    k = np.arange(VOCAB, dtype=np.float64)
+    probability = np.log((k + 2) / (k + 1)) / math.log(VOCAB + 1)
+    counts = np.bincount(draws, minlength=VOCAB)
+    observed = np.append(counts[:5], counts[5:].sum())
+    expected = 200_000 * np.append(probability[:5], probability[5:].sum())
+    chi_square = float(np.sum((observed - expected) ** 2 / expected))
+    assert chi_square < 20.5, chi_square  # 5 degrees of freedom: p = 0.001
+    expected_count = log_uniform_expected_count(np.array([0, 999_999]), 10, 1_000_000)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(expected_count),
+        10 * np.log([2.0, 1_000_001 / 1_000_000]) / math.log(1_000_001),
+        rtol=1e-6,
+    )
+    with pytest.raises(ValueError, match="`seed` must be one or two non-negative integers"):
+        log_uniform_candidates(4, VOCAB, (1, 2, 3))
+
+
+@tensorflow_only
 def test_compiles_with_xla():
-    candidates = log_uniform_candidates(16, VOCAB, tf.constant([0, 1], tf.int64))
-    kernel, bias, hidden, targets = (tf.constant(x) for x in _problem(candidates.numpy(), seed=1))
+    import tensorflow as tf
+
+    candidates = log_uniform_candidates(16, VOCAB, (0, 1))
+    kernel, bias, hidden, targets = (tf.constant(x) for x in _problem(candidates, seed=1))
     args = [tf.cast(x, tf.float32) for x in (kernel, bias, hidden)]
     compiled = tf.function(sampled_softmax_nll, jit_compile=True)
     np.testing.assert_allclose(
@@ -118,6 +155,7 @@ def test_compiles_with_xla():
     )
 
 
+@tensorflow_only
 def test_window_nll_is_the_loss_of_both_directions():
     """`window_nll` (the one loss of training, evaluation and `call`) against the parts."""
     from elmo_keras.models.bilm import BiLM
@@ -137,6 +175,8 @@ def test_window_nll_is_the_loss_of_both_directions():
     }
     out = model.window_nll(batch)
     assert float(out["tokens"]) == 4.0
+    import tensorflow as tf
+
     fw, bw, mask, h, c = model.encode(forward, backward)
     np.testing.assert_allclose(
         float(out["forward_nll"]),
@@ -148,6 +188,6 @@ def test_window_nll_is_the_loss_of_both_directions():
     assert sorted(called) == ["backward_nll", "forward_nll", "tokens"]
     np.testing.assert_allclose(float(called["backward_nll"]), float(out["backward_nll"]), rtol=1e-6)
     # With candidates: the sampled softmax, a different (but finite) loss.
-    candidates = model.sample_candidates(tf.constant([0, 1], tf.int64))
+    candidates = model.sample_candidates(0, 1)
     sampled = model.window_nll(batch, candidates=candidates)
     assert np.isfinite(float(sampled["forward_nll"]))

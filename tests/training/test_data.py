@@ -223,3 +223,25 @@ def test_old_constant_names_still_work():
         assert configs.ORIGINAL_FILTERS[-1] == [7, 1024]
     with pytest.deprecated_call(match="TOKENIZATION_MODES"):
         assert data.TOKENIZATIONS == ("whitespace", "punctuation")
+
+
+def test_prefetched_yields_in_order_reraises_and_stops_its_thread():
+    import threading
+
+    from elmo_keras.training.windows import prefetched
+
+    assert list(prefetched(iter(range(50)), 3)) == list(range(50))
+
+    def failing():
+        yield 1
+        raise OSError("disk gone")
+
+    items = prefetched(failing(), 2)
+    assert next(items) == 1
+    with pytest.raises(OSError, match="disk gone"):
+        next(items)
+
+    endless = prefetched(iter(int, 1), 2)  # never ends
+    assert next(endless) == 0
+    endless.close()
+    assert not any(t.name == "elmo-keras-batches" for t in threading.enumerate())

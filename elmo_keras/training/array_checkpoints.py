@@ -1,0 +1,107 @@
+"""The JAX trainer's checkpoints: one NumPy `.npz` file per checkpoint, written atomically.
+
+`checkpoints/ckpt-N.npz` holds every array of a training state by name (`model/...`,
+`optimizer/...`, `softmax_accumulator`, `step`, `state_h`, `state_c`) and `names.json`, the
+list of names in order. The file is written under a temporary name and renamed into place
+(`files.atomic_file`), so a process killed during a save leaves the previous checkpoints as they
+were and no `ckpt-N.npz` that is half written; the leftovers of killed writes are removed when a
+manager opens the folder. Older checkpoints beyond `keep` are deleted after each save. Listing,
+falling back past unreadable checkpoints and naming where to resume from are `checkpoints`'
+(shared with TensorFlow's checkpoints). NumPy only.
+"""
+
+import json
+import pathlib
+import re
+import zipfile
+
+import numpy as np
+
+from elmo_keras.files import atomic_file, remove_stale
+from elmo_keras.training.checkpoints import kept_checkpoints
+
+SUFFIX = ".npz"
+_LEFTOVER = re.compile(r"^\.(ckpt-\d+\.npz)\.")  # a temporary name of `files.atomic_file`
+
+
+def checkpoint_path(prefix):
+    """The file of a checkpoint prefix (`.../ckpt-N` -> `.../ckpt-N.npz`)."""
+    return pathlib.Path(f"{prefix}{SUFFIX}")
+
+
+def write_arrays(path, arrays):
+    """Writes `arrays` (a dict of NumPy arrays, in order) to `path` atomically."""
+    names = list(arrays)
+    with atomic_file(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, __names__=np.frombuffer(json.dumps(names).encode(), np.uint8), **arrays)
+
+
+def read_arrays(path):
+    """The arrays of a checkpoint file, a dict in the order they were written.
+
+    Raises:
+        ValueError: the file is damaged or is not a checkpoint (one line naming it).
+    """
+    path = pathlib.Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = json.loads(bytes(data["__names__"]).decode())
+            return {name: data[name] for name in names}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as error:
+        raise ValueError(f"{path} is not a readable checkpoint ({error})") from None
+
+
+def variable_arrays(group, variables, to_numpy):
+    """`{"<group>/<index>/<path>": array}` for Keras variables (the checkpoint's names)."""
+    return {f"{group}/{i:04d}/{v.path}": to_numpy(v.value) for i, v in enumerate(variables)}
+
+
+def assign_variables(group, variables, saved, path):
+    """Assigns the arrays of `group` in a checkpoint's `saved` arrays to `variables`; every
+    variable must be there with its shape (else one `ValueError` naming it and the file)."""
+    for i, v in enumerate(variables):
+        name = f"{group}/{i:04d}/{v.path}"
+        array = saved.get(name)
+        if array is None or tuple(array.shape) != tuple(v.shape):
+            got = "is missing" if array is None else f"has shape {list(array.shape)}"
+            raise ValueError(
+                f"{path} does not fit this run: {name} {got}, expected {list(v.shape)}"
+            )
+    for i, v in enumerate(variables):
+        v.assign(saved[f"{group}/{i:04d}/{v.path}"])
+
+
+class ArrayCheckpointManager:
+    """Saves numbered `.npz` checkpoints in `directory`, keeping the newest `keep`.
+
+    Args:
+        directory: path. Created if missing.
+        keep: int. Checkpoints kept; older ones are deleted after each save.
+    """
+
+    def __init__(self, directory, keep):
+        self.directory = pathlib.Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.keep = int(keep)
+        for entry in self.directory.iterdir():
+            match = _LEFTOVER.match(entry.name)
+            if match:
+                remove_stale(self.directory / match.group(1))
+
+    @property
+    def latest_checkpoint(self):
+        """The prefix of the newest checkpoint file, or None."""
+        kept = [p for p in kept_checkpoints(self.directory) if checkpoint_path(p).is_file()]
+        return kept[0] if kept else None
+
+    def save(self, step, arrays):
+        """Writes `ckpt-<step>.npz` and deletes the checkpoints beyond `keep`; returns the
+        prefix."""
+        prefix = self.directory / f"ckpt-{int(step)}"
+        remove_stale(checkpoint_path(prefix))
+        write_arrays(checkpoint_path(prefix), arrays)
+        kept = [p for p in kept_checkpoints(self.directory) if checkpoint_path(p).is_file()]
+        for old in kept[self.keep :]:
+            checkpoint_path(old).unlink(missing_ok=True)
+        return str(prefix)

@@ -1,0 +1,40 @@
+"""The language model and optimizer a run starts with, the same on every backend.
+
+Imports Keras, not TensorFlow or JAX: `state.TrainingState` (TensorFlow) calls these under its
+strategy's scope, `jax_trainer.JaxTrainer` under its `keras.distribution`.
+"""
+
+import keras
+
+from elmo_keras.models.bilm import BiLM
+from elmo_keras.models.language_model import LanguageModel
+from elmo_keras.training.configs import architecture_options
+
+
+def make_optimizer(config):
+    """bilm-tf's Adagrad (accumulators start at 1.0) or Adam, at the configuration's rate."""
+    lr = float(config["learning_rate"])
+    if config["optimizer"] == "adagrad":
+        return keras.optimizers.Adagrad(learning_rate=lr, initial_accumulator_value=1.0)
+    return keras.optimizers.Adam(learning_rate=lr)
+
+
+def make_language_model(config, vocabulary_size, seed=0, mixed_precision=None):
+    """A built `LanguageModel` for a normalized configuration, its weights seeded by `seed`.
+
+    Args:
+        config: dict. A normalized training configuration.
+        vocabulary_size: int. Words of the softmax.
+        seed: int. Seeds the initial weights (`keras.utils.set_random_seed`).
+        mixed_precision: None or `"bfloat16"`: the biLM computes in bfloat16, its variables and
+            the softmax stay float32.
+    """
+    kwargs = {"dropout": float(config.get("dropout", 0.0))}
+    if mixed_precision:
+        kwargs["dtype"] = "mixed_bfloat16"
+    keras.utils.set_random_seed(int(seed))
+    bilm = BiLM.from_options(architecture_options(config), **kwargs)
+    samples = int(config.get("n_negative_samples_batch") or 0)
+    model = LanguageModel(bilm, vocabulary_size, samples)
+    model.build()
+    return model

@@ -1,0 +1,289 @@
+"""What the TensorFlow and the JAX trainers share: the settings, the loop, evaluation and output.
+
+A trainer takes one global step per global batch of windows. `TrainerBase.fit` is the loop:
+data, step, callbacks, metrics, checkpoints, and the stop requests (a signal, the time budget,
+a callback); the subclasses supply the backend's parts: the variables (`model`, `optimizer`,
+`global_step`), the data feed (`_batches`), the compiled step (`_run_step`) and the checkpoints
+(`_manager`, `save_checkpoint`, `save_unless_saved`, `restore`). `trainer.Trainer` runs under a
+`tf.distribute` strategy, `jax_trainer.JaxTrainer` data-parallel over JAX devices.
+
+Imports neither TensorFlow nor JAX.
+"""
+
+import dataclasses
+import pathlib
+import sys
+
+from elmo_keras.training.callbacks import TrainingCallbacks
+from elmo_keras.training.checkpoints import skipped_message
+from elmo_keras.training.configs import normalize_config
+from elmo_keras.training.data import TOKENIZATION_RENAMED, expand_files, no_other_arguments
+from elmo_keras.training.metrics import MetricsLogger
+from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
+from elmo_keras.training.stopping import StopRequests, stop_reason
+from elmo_keras.validation import check_choice, check_int, check_number, renamed_argument
+
+
+def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every):
+    """The checks of `fit`'s arguments (one `ValueError` naming the argument)."""
+    if steps is None and epochs is None:
+        raise ValueError("Give `steps` or `epochs` (or both).")
+    names = ("steps", "epochs", "checkpoint_every", "keep_checkpoints", "log_every")
+    for name, value in zip(names, (steps, epochs, checkpoint_every, keep, log_every), strict=True):
+        check_int(name, value, allow_none=name in ("steps", "epochs"))
+    if time_budget_s is not None:
+        check_number("time_budget_s", time_budget_s, minimum=0.0)
+
+
+@dataclasses.dataclass
+class _Fit:
+    """What one `fit` call works with, handed from step to step."""
+
+    steps: int | None
+    log_every: int
+    checkpoint_every: int
+    manager: object  # the backend's checkpoint manager, or None
+    logger: MetricsLogger
+    hooks: TrainingCallbacks
+    requests: StopRequests
+
+
+class TrainerBase:
+    """The settings, loop, evaluation and output of both trainers (see the module docstring).
+
+    `trainer.data_start_step` (0): the step at which the training data began; `fit` skips
+    `step - data_start_step` batches (a resumed run that switched data starts it afresh).
+
+    Args:
+        config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
+        vocabulary: `Vocabulary`. Sorted by frequency (sampled softmax).
+        replicas: int. The devices the global batch is split over.
+        seed: int. Seeds the weights, the candidate sampler and the data order.
+        carry_state: bool. Carry the LSTM state from window to window (bilm-tf).
+        mixed_precision: None or `"bfloat16"`.
+        freeze_bilm_steps: int. While the step is below it, only the softmax learns.
+    """
+
+    is_chief = True
+    multi_worker = False
+
+    def __init__(
+        self,
+        config,
+        vocabulary,
+        replicas=1,
+        seed=0,
+        carry_state=True,
+        mixed_precision=None,
+        freeze_bilm_steps=0,
+    ):
+        self.config = normalize_config(config)
+        self.vocabulary = vocabulary
+        self.config["n_tokens_vocab"] = len(vocabulary)
+        self.seed = int(seed)
+        self.carry_state = bool(carry_state)
+        self.mixed_precision = check_choice("mixed_precision", mixed_precision, (None, "bfloat16"))
+        self.freeze_bilm_steps = check_int("freeze_bilm_steps", freeze_bilm_steps, minimum=0)
+        self.data_start_step = 0
+        self.batch_size = int(self.config["batch_size"])
+        if self.batch_size % replicas:
+            raise ValueError(
+                f"`batch_size` must be a multiple of the number of replicas ({replicas}). "
+                f"Received: batch_size={self.batch_size}"
+            )
+        self.replicas = replicas
+        self.per_replica_batch = self.batch_size // replicas
+        self.unroll_steps = int(self.config["unroll_steps"])
+        self.max_chars = int(self.config["char_cnn"]["max_characters_per_token"])
+        self.clip_norm = float(self.config.get("all_clip_norm_val") or 0.0)
+
+    @property
+    def bilm(self):
+        return self.model.bilm
+
+    def candidates(self, step):
+        """The sampled softmax's candidates of `step` (NumPy; None: the full softmax)."""
+        return self.model.sample_candidates(self.seed, step)
+
+    # ---------------------------------------------------------------- the backend's parts
+
+    @property
+    def global_step(self):
+        """The number of steps taken (restored with a checkpoint), a Python int."""
+        raise NotImplementedError
+
+    def _batches(self, train, epochs, tokenization_mode, shuffle_buffer, skip):
+        """An iterator of `(batch, epoch)` for this process, `skip` global batches in."""
+        raise NotImplementedError
+
+    def _run_step(self, batch, requests):
+        """One global step: returns its logs (`metrics.step_logs`) and the stop votes of all
+        workers."""
+        raise NotImplementedError
+
+    def _manager(self, directory, keep):
+        raise NotImplementedError
+
+    def save_checkpoint(self, manager):
+        raise NotImplementedError
+
+    def save_unless_saved(self, manager):
+        raise NotImplementedError
+
+    def _restore_latest(self, checkpoint_dir, skip):
+        raise NotImplementedError
+
+    def restore(self, checkpoint_dir, skip=()):
+        """Restores the newest readable checkpoint of `checkpoint_dir`; returns its path or None.
+
+        Newer checkpoints that cannot be read (damaged, truncated, missing files) are skipped,
+        with one line on stderr saying which and why. `skip`: parts left as they are:
+        `"optimizer"` (a run resumed with another optimizer) and `"state"` (the carried LSTM
+        state, for another batch size).
+        """
+        restored, skipped = self._restore_latest(checkpoint_dir, skip)
+        if skipped and self.is_chief:
+            print(skipped_message(restored, skipped), file=sys.stderr, flush=True)
+        return restored
+
+    # ---------------------------------------------------------------------------- training
+
+    def fit(
+        self,
+        train,
+        steps=None,
+        epochs=None,
+        output_dir=None,
+        checkpoint_every=1000,
+        keep_checkpoints=3,
+        time_budget_s=None,
+        log_every=50,
+        tokenization_mode="whitespace",
+        shuffle_buffer=10000,
+        progress=None,
+        on_step=None,
+        handle_signals=True,
+        callbacks=None,
+        **kwargs,
+    ):
+        """Trains until `steps` global steps, the end of `epochs`, the time budget or a signal.
+
+        Args:
+            train: str or list. Glob(s) of training text files.
+            steps: int or None. The global step to stop at, counted from the run's start (a
+                resumed run given the same `steps` ends where an uninterrupted one would).
+            epochs: int or None. Passes over the data (`None`: repeat).
+            output_dir: path or None. For `checkpoints/` and `logs/` (TensorBoard).
+            checkpoint_every: int. Steps between checkpoints (also at the end and on a stop).
+            keep_checkpoints: int. Checkpoints kept (older ones are deleted).
+            time_budget_s: float or None. Stop (and checkpoint) after this many seconds.
+            log_every: int. Steps between logged lines / TensorBoard points.
+            tokenization_mode: `"whitespace"` or `"punctuation"` (old name: `tokenization`).
+            shuffle_buffer: int. Sentences in the shuffle buffer.
+            progress: bool or None. A progress bar (None: when stdout is a terminal).
+            on_step: callable(step, logs) or None, called after every step.
+            handle_signals: bool. Checkpoint and stop on SIGTERM / SIGINT.
+            callbacks: list of `keras.callbacks.Callback` or None. When each hook is called and
+                with which logs: `elmo_keras.training.callbacks.TrainingCallbacks`.
+
+        Returns:
+            A dict: `steps`, `tokens`, `seconds`, `tokens_per_second`, `stopped` (`"steps"`,
+            `"epochs"`, `"time"`, `"signal"` or `"callback"`), `train_perplexity_forward` and
+            `train_perplexity_backward` (training softmax, last log interval).
+        """
+        tokenization_mode = renamed_argument(
+            kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "Trainer.fit"
+        )
+        no_other_arguments(kwargs, "Trainer.fit")
+        check_fit_arguments(
+            steps, epochs, time_budget_s, checkpoint_every, keep_checkpoints, log_every
+        )
+        expand_files(train)  # a clear error now rather than inside the data pipeline
+        start = self.global_step
+        if steps is not None and start >= steps:
+            return MetricsLogger(echo=False).summary(start, "steps")
+        output_dir = None if output_dir is None else pathlib.Path(output_dir)
+        manager = output_dir and self._manager(output_dir / CHECKPOINTS, keep_checkpoints)
+        hooks = TrainingCallbacks(callbacks, self.model, on_step)
+        requests = StopRequests(time_budget_s, handle_signals, hooks.stop_requested)
+        logger = self._logger(output_dir, progress, steps, start)
+        fit = _Fit(steps, log_every, checkpoint_every, manager, logger, hooks, requests)
+        skip = start - self.data_start_step
+        batches = self._batches(train, epochs, tokenization_mode, shuffle_buffer, skip)
+        return self._run(batches, fit)
+
+    def _run(self, batches, fit):
+        fit.hooks.train_begin()
+        try:
+            with fit.requests:
+                stopped = self._train_loop(batches, fit)
+        finally:
+            batches.close()  # stops the data's background work
+        fit.logger.close(self.global_step)
+        if fit.manager is not None:
+            self.save_unless_saved(fit.manager)
+        summary = fit.logger.summary(self.global_step, stopped)
+        fit.hooks.train_end(summary, fit.logger)
+        return summary
+
+    def _train_loop(self, batches, fit):
+        """Steps until a stop; returns why (`"steps"`, `"epochs"` or one of `STOP_REASONS`)."""
+        while fit.steps is None or self.global_step < fit.steps:
+            item = next(batches, None)
+            if item is None:
+                return "epochs"
+            batch, epoch = item
+            logs, votes = self._run_step(batch, fit.requests)
+            reason = self._after_step(fit, logs, votes, epoch)
+            if reason is not None:
+                return reason
+        return "steps"
+
+    def _after_step(self, fit, logs, votes, epoch):
+        """Callbacks, metrics and checkpoint of the step just taken; returns a stop reason."""
+        step = self.global_step
+        fit.hooks.step_end(step, logs, epoch, fit.logger)
+        fit.logger.update(step, logs)
+        if step % fit.log_every == 0 or step == fit.steps:
+            fit.logger.write(step)
+        if fit.manager is not None and step % fit.checkpoint_every == 0:
+            self.save_checkpoint(fit.manager)
+        if not self.multi_worker:  # one process: stop right after this step
+            votes = fit.requests.votes()
+        # Several workers decide from everyone's votes taken at the start of this step: all
+        # leave after the same step (a lone worker leaving would keep the others waiting in a
+        # collective) and save the same checkpoint.
+        return stop_reason(votes)
+
+    def _logger(self, output_dir, progress, steps, start):
+        if progress is None:
+            progress = sys.stdout.isatty() and self.is_chief
+        log_dir = output_dir / LOGS if output_dir is not None and self.is_chief else None
+        bar_steps = steps - start if progress and steps else None
+        return MetricsLogger(log_dir, self.optimizer, self.is_chief, bar_steps, start)
+
+    # -------------------------------------------------------------------- evaluation, output
+
+    def evaluate(
+        self, data, batch_size=16, max_tokens=None, tokenization_mode="whitespace", **kwargs
+    ):
+        """Full-softmax perplexity: `evaluation.evaluate_model` with this run's `unroll_steps`.
+
+        `tokenization=` is the deprecated name of `tokenization_mode`.
+        """
+        from elmo_keras.training.evaluation import evaluate_model
+
+        tokenization_mode = renamed_argument(
+            kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "Trainer.evaluate"
+        )
+        no_other_arguments(kwargs, "Trainer.evaluate")
+        model, vocabulary, unroll_steps = self.model, self.vocabulary, self.unroll_steps
+        return evaluate_model(
+            model, vocabulary, data, batch_size, unroll_steps, max_tokens, tokenization_mode
+        )
+
+    def export(self, output_dir):
+        """Writes options.json, lm_weights.hdf5 (published layout), vocab.txt, softmax.hdf5."""
+        from elmo_keras.training.model_files import export_model
+
+        export_model(self.model, self.vocabulary, output_dir)
