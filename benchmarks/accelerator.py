@@ -13,10 +13,13 @@ network). One table, and the same as JSON with `--json`:
     natural-length WikiText-2 sentences, in float32 (`highest`), TF32 and bfloat16
     (`mixed_bfloat16`): median tokens/s of `--calls` jitted calls after a compiling one, and
     TFLOP/s (the model's FLOP per real token, dense count, times tokens/s);
-(c) the device's peak memory over the run (`memory_stats()`; the process's peak RSS on a CPU).
+(c) the device's peak memory over the run (`memory_stats()`; the process's peak RSS on a CPU);
+(d), (e) training: the real trainer's step for `original` at 128 x 20 and 512 x 20 in bf16, TF32
+    and fp32, and a short WikiText-2 run whose held-out perplexity must fall
+    (`accelerator_training.py`; `--train-budget` seconds bound them).
 
-    python benchmarks/accelerator.py --small                  # CPU, ~1 minute (CI runs it)
-    python benchmarks/accelerator.py --json OUT/accelerator.json --budget 270   # one H100
+    python benchmarks/accelerator.py --small                  # CPU, ~2 minutes (CI runs it)
+    python benchmarks/accelerator.py --json OUT/accelerator.json --budget 150 --train-budget 240
 
 The call is `BiLM.stateless_call` under `jax.jit`, fed as `BiLMEmbedder` feeds it (each
 distinct token's characters once, `token_index` per position). `--budget` seconds bound the
@@ -45,7 +48,9 @@ if os.environ.setdefault("KERAS_BACKEND", "jax") != "jax":
     sys.exit(f"error: KERAS_BACKEND must be jax here. Received: {os.environ['KERAS_BACKEND']!r}")
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
+import accelerator_training  # noqa: E402
 import h5py  # noqa: E402
 import jax  # noqa: E402
 import keras  # noqa: E402
@@ -162,6 +167,13 @@ def main():
     parser.add_argument("--budget", type=float, default=240, help="seconds for (b) (default 240)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
     parser.add_argument(
+        "--train-budget", type=float, default=240, help="seconds for (d) and (e) (default 240)"
+    )
+    parser.add_argument("--steps", type=int, default=10, help="timed training steps per row")
+    parser.add_argument(
+        "--run-seconds", type=float, default=60, help="training seconds of the short run (e)"
+    )
+    parser.add_argument(
         "--wikitext",
         type=pathlib.Path,
         default=REPO.parent / "shared" / "data" / "wikitext-2" / "valid.raw.txt",
@@ -213,12 +225,37 @@ def main():
                 )
             results["speed"].append(row)
             print(json.dumps(row), flush=True)
+    results["training"] = training(args)
     results["peak_memory_mb"], results["peak_memory_kind"] = peak_memory_mb()
     results["seconds"] = time.perf_counter() - started
-    print(report(results))
+    print(report(results) + accelerator_training.report(results["training"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")
+
+
+def training(args):
+    """(d) and (e), within `--train-budget` seconds (rows not reached are marked skipped)."""
+    started = time.perf_counter()
+    rows = [(4, "bf16"), (4, "fp32")] if args.small else accelerator_training.STEP_ROWS
+    out = {"steps": []}
+    wikitext = args.wikitext.parent
+    for n, precision in rows:
+        if time.perf_counter() - started > args.train_budget:
+            out["steps"].append({"rows": n, "precision": precision, "skipped": "over budget"})
+            continue
+        row = accelerator_training.step_speed(n, precision, args.small, args.steps)
+        out["steps"].append(row)
+        print(json.dumps(row), flush=True)
+    if (wikitext / "train.raw.txt").is_file():
+        n = 4 if args.small else 128
+        row = accelerator_training.fit_speed(n, wikitext / "train.raw.txt", args.small, args.steps)
+        out["steps"].append(row)
+        print(json.dumps(row), flush=True)
+        seconds = min(args.run_seconds, max(args.train_budget - (time.perf_counter() - started), 5))
+        out["run"] = accelerator_training.short_run(wikitext, args.small, seconds)
+        print(json.dumps(out["run"]), flush=True)
+    return out
 
 
 def report(results):

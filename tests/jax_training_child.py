@@ -96,7 +96,7 @@ def _initial(job):
 
 def train_run(job, workdir):
     from elmo_keras.training.pipeline import train
-    from elmo_keras.training.run_config import TrainingRun
+    from elmo_keras.training.training_run import TrainingRun
 
     summary = train(TrainingRun(**job["run"]))
     return {"train": summary["train"]}

@@ -1,18 +1,23 @@
-"""Pretraining the ELMo biLM: data, configurations, the distributed trainer, WikiText-2.
+"""Pretraining the ELMo biLM: data, configurations, the TensorFlow and JAX trainers, WikiText-2.
 
-`configs`, `datasets`, `run_config` and `baselines` are light; the rest imports TensorFlow on
-first use. Public entry points: `train` with a `TrainingRun`, `quickstart`,
-`export_checkpoint`, `Trainer`, `make_strategy`, `get_config`, `CONFIGS`, `wikitext2`,
-`build_vocabulary`, `evaluate_model`, `export_model`, `load_language_model`,
-`unigram_perplexity`.
+`configs`, `datasets`, `training_run` and `baselines` are light; the rest imports Keras (and
+TensorFlow or JAX, as the backend is) on first use. Public entry points: `train` with a
+`TrainingRun`, `quickstart`, `export_checkpoint`, `Trainer`, `JaxTrainer`, `make_strategy`,
+`get_config`, `CONFIGS`, `wikitext2`, `build_vocabulary`, `evaluate_model`, `export_model`,
+`load_language_model`, `unigram_perplexity`.
 
 The modules, one concern each: `data` (text -> sentences), `windows` (sentences -> batches,
-tf.data), `configs`, `run_config` (`TrainingRun`), `run_folder` (a run's saved settings and
-checkpoints), `init_source` (where the weights start: `init_from`), `settings` (a new, started
-or resumed run resolved and checked), `distribute` (strategies, chief and workers), `state`
-(the checkpointed variables), `checkpoints` (newest readable, orphans, write failures),
-`gradients` (freezing, clipping), `trainer` (the step and the loop), `stopping`, `metrics`,
-`callbacks`, `evaluation`, `model_files` (the written model), `pipeline` (end to end).
+tf.data, prefetching), `configs` (model configurations), `training_run` (the list of settings
+and `TrainingRun`), `run_folder` (a run's saved settings and checkpoints), `init_source` (where
+the weights start: `init_from`), `run_plan` (a new, started or resumed run resolved and
+checked), `model_setup` (the model and optimizer a run starts with), `trainer_base` (the loop,
+evaluation and output both trainers share), `trainer` (TensorFlow: the `tf.distribute` step),
+`state` (its checkpointed variables), `distribute` (strategies, JAX devices, chief and
+workers), `gradients` (freezing, clipping under a strategy), `jax_trainer` and `jax_steps` (the
+JAX trainer and its compiled step), `checkpoints` (newest readable, orphans, write failures),
+`array_checkpoints` (the JAX trainer's `.npz` checkpoints), `stopping`, `metrics`,
+`event_file` (TensorBoard files without TensorFlow), `callbacks`, `evaluation`, `model_files`
+(the written model), `pipeline` (end to end).
 """
 
 from elmo_keras.training.configs import CONFIGS, get_config
@@ -22,8 +27,9 @@ _LAZY = {
     "train": "elmo_keras.training.pipeline",
     "quickstart": "elmo_keras.training.pipeline",
     "export_checkpoint": "elmo_keras.training.pipeline",
-    "TrainingRun": "elmo_keras.training.run_config",
+    "TrainingRun": "elmo_keras.training.training_run",
     "Trainer": "elmo_keras.training.trainer",
+    "JaxTrainer": "elmo_keras.training.jax_trainer",
     "make_strategy": "elmo_keras.training.distribute",
     "evaluate_model": "elmo_keras.training.evaluation",
     "export_model": "elmo_keras.training.model_files",

@@ -52,16 +52,27 @@ def read_arrays(path):
         raise ValueError(f"{path} is not a readable checkpoint ({error})") from None
 
 
+def _key(group, index, variable):
+    """A variable's name in a checkpoint: its group, its place, and for the model's its own
+    name (`kernel`).
+
+    Not its path: Keras numbers the names of a second model built in the same process
+    (`language_model_1/...`, and the optimizer's slots after them), and a checkpoint must load
+    into any model of the run.
+    """
+    return f"{group}/{index:04d}" + (f"/{variable.name}" if group == "model" else "")
+
+
 def variable_arrays(group, variables, to_numpy):
-    """`{"<group>/<index>/<path>": array}` for Keras variables (the checkpoint's names)."""
-    return {f"{group}/{i:04d}/{v.path}": to_numpy(v.value) for i, v in enumerate(variables)}
+    """`{"<group>/<index>/<name>": array}` for Keras variables (the checkpoint's names)."""
+    return {_key(group, i, v): to_numpy(v.value) for i, v in enumerate(variables)}
 
 
 def assign_variables(group, variables, saved, path):
     """Assigns the arrays of `group` in a checkpoint's `saved` arrays to `variables`; every
     variable must be there with its shape (else one `ValueError` naming it and the file)."""
     for i, v in enumerate(variables):
-        name = f"{group}/{i:04d}/{v.path}"
+        name = _key(group, i, v)
         array = saved.get(name)
         if array is None or tuple(array.shape) != tuple(v.shape):
             got = "is missing" if array is None else f"has shape {list(array.shape)}"
@@ -69,7 +80,7 @@ def assign_variables(group, variables, saved, path):
                 f"{path} does not fit this run: {name} {got}, expected {list(v.shape)}"
             )
     for i, v in enumerate(variables):
-        v.assign(saved[f"{group}/{i:04d}/{v.path}"])
+        v.assign(saved[_key(group, i, v)])
 
 
 class ArrayCheckpointManager:

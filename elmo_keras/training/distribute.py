@@ -86,9 +86,12 @@ def jax_devices(strategy="auto"):
     """The JAX devices a run's `strategy` setting names (the JAX trainer's counterpart of
     `make_strategy`).
 
-    `"auto"` and `"mirrored"`: every device of every process (`jax.devices()`); `"default"`:
-    the first one; `"multi-worker"`: every device, once `jax.distributed.initialize()` has
-    joined more than one process. A `tf.distribute.Strategy` is a `ValueError`.
+    `"auto"`: every device of every process (`jax.devices()`); `"mirrored"` the same;
+    `"default"`: the first one; `"multi-worker"`: every device of every process, after joining
+    the processes with `keras.distribution.initialize()` (from `KERAS_DISTRIBUTION_JOB_ADDRESSES`,
+    `KERAS_DISTRIBUTION_NUM_PROCESSES` and `KERAS_DISTRIBUTION_PROCESS_ID`; on CPUs with Gloo's
+    collectives) unless `jax.distributed` is already initialized. A `tf.distribute.Strategy` is
+    a `ValueError`.
     """
     import jax
 
@@ -99,14 +102,28 @@ def jax_devices(strategy="auto"):
             f"KERAS_BACKEND=tensorflow. Received: strategy={strategy!r}"
         )
     check_choice("strategy", strategy, STRATEGIES)
+    if strategy == "multi-worker" and not jax.distributed.is_initialized():
+        _join_jax_processes()
     if strategy == "default":
         return jax.devices()[:1]
-    if strategy == "multi-worker" and jax.process_count() < 2:
-        raise ValueError(
-            "`strategy='multi-worker'` on JAX needs `jax.distributed.initialize()` with more "
-            f"than one process (see docs/training.md). Received: {jax.process_count()} process"
-        )
     return jax.devices()
+
+
+def _join_jax_processes():
+    import jax
+    import keras
+
+    names = ("JOB_ADDRESSES", "NUM_PROCESSES", "PROCESS_ID")
+    missing = [
+        f"KERAS_DISTRIBUTION_{n}" for n in names if f"KERAS_DISTRIBUTION_{n}" not in os.environ
+    ]
+    if missing:
+        raise ValueError(
+            "`strategy='multi-worker'` on JAX joins the processes named by the environment; "
+            f"set {', '.join(missing)} (docs/training.md). Received: strategy='multi-worker'"
+        )
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPUs only; GPUs: NCCL
+    keras.distribution.initialize()
 
 
 def _resolver(strategy):

@@ -68,6 +68,8 @@ class JaxTrainer(TrainerBase):
         freeze_bilm_steps: int. While the step is below it, only the softmax learns.
         sparse_softmax: bool or None. Gather and update only the softmax rows a step uses
             (Adagrad with a sampled softmax). None: whenever that applies.
+        tf32: bool. Matrix products in TensorFloat-32 on GPUs (`jax.default_matmul_precision`
+            `"tensorfloat32"`); off: `"highest"`, exact float32. Defaults to `False`.
 
     Example:
     >>> trainer = JaxTrainer(get_config("tiny"), Vocabulary.load("vocab.txt"))  # doctest: +SKIP
@@ -84,6 +86,7 @@ class JaxTrainer(TrainerBase):
         mixed_precision=None,
         freeze_bilm_steps=0,
         sparse_softmax=None,
+        tf32=False,
     ):
         self.devices = list(devices) if devices is not None else jax.devices()
         super().__init__(
@@ -94,7 +97,9 @@ class JaxTrainer(TrainerBase):
             carry_state,
             mixed_precision,
             freeze_bilm_steps,
+            tf32,
         )
+        self.precision = "tensorfloat32" if self.tf32 else "highest"
         self.is_chief = jax.process_index() == 0
         self.multi_worker = jax.process_count() > 1
         self.distribution = None
@@ -230,9 +235,10 @@ class JaxTrainer(TrainerBase):
         if candidates is not None:
             candidates = self._put(candidates, False)
         learning_rate = np.float32(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
-        self._state, metrics = self._train_step(
-            self._state, batch, candidates, np.int32(self._step), learning_rate
-        )
+        with jax.default_matmul_precision(self.precision):
+            self._state, metrics = self._train_step(
+                self._state, batch, candidates, np.int32(self._step), learning_rate
+            )
         self._step += 1
         self._keep(self._state)
         values = [float(metrics[k]) for k in ("forward_nll", "backward_nll", "tokens", "grad_norm")]
@@ -252,6 +258,21 @@ class JaxTrainer(TrainerBase):
             return super().fit(*args, **kwargs)
         finally:
             self._settle()
+
+    def peak_memory_bytes(self):
+        """The highest `peak_bytes_in_use` of this process's devices (None on CPUs)."""
+        peaks = [
+            (device.memory_stats() or {}).get("peak_bytes_in_use")
+            for device in self.devices
+            if device.process_index == jax.process_index()
+        ]
+        peaks = [p for p in peaks if p is not None]
+        return max(peaks) if peaks else None
+
+    def evaluate(self, *args, **kwargs):
+        """`TrainerBase.evaluate`, in this trainer's matrix-product precision."""
+        with jax.default_matmul_precision(self.precision):
+            return super().evaluate(*args, **kwargs)
 
     def _settle(self):
         """Brings the carried state back to the host and drops the device copies."""

@@ -57,14 +57,25 @@ class MetricsLogger:
         echo: bool. Print a line per interval when there is no progress bar.
         progress_steps: int or None. Show a `keras.utils.Progbar` of this many steps.
         first_step: int. The global step the run starts from (the bar counts from it).
+        peak_memory: callable or None. Returns the accelerator's peak memory in bytes, or None
+            (a CPU): logged as `peak_memory_gib`.
     """
 
-    def __init__(self, log_dir=None, optimizer=None, echo=True, progress_steps=None, first_step=0):
+    def __init__(
+        self,
+        log_dir=None,
+        optimizer=None,
+        echo=True,
+        progress_steps=None,
+        first_step=0,
+        peak_memory=None,
+    ):
         self.writer = EventFileWriter(log_dir) if log_dir else None
         self.optimizer = optimizer
         self.bar = keras.utils.Progbar(progress_steps, unit_name="step") if progress_steps else None
         self.echo = bool(echo) and self.bar is None
         self.first_step = int(first_step)
+        self.peak_memory = peak_memory
         self.started = time.perf_counter()
         self.total_tokens = 0.0
         self.last = {}
@@ -100,13 +111,17 @@ class MetricsLogger:
             scalars["learning_rate"] = float(
                 keras.ops.convert_to_numpy(self.optimizer.learning_rate)
             )
+        peak = self.peak_memory() if self.peak_memory is not None else None
+        if peak is not None:
+            scalars["peak_memory_gib"] = peak / 2**30
         if self.writer is not None:
             self.writer.scalars(scalars, step)
         if echo and self.echo:
             print(
                 f"step {step}: loss {scalars['loss']:.4f}, perplexity forward "
                 f"{scalars['perplexity_forward']:.1f} backward {scalars['perplexity_backward']:.1f}"
-                f", {scalars['tokens_per_second']:.0f} tokens/s",
+                f", {scalars['tokens_per_second']:.0f} tokens/s"
+                + (f", peak memory {scalars['peak_memory_gib']:.2f} GiB" if peak else ""),
                 flush=True,
             )
         self._interval = _Sums()

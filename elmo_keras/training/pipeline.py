@@ -12,8 +12,8 @@ import time
 
 from elmo_keras.files import write_text
 from elmo_keras.training.model_files import MODEL_FILES
-from elmo_keras.training.run_config import TrainingRun, legacy_training_run
 from elmo_keras.training.run_folder import CHECKPOINTS, find_checkpoint, load_run, save_run
+from elmo_keras.training.training_run import TrainingRun, legacy_training_run
 
 
 def train(run=None, *args, callbacks=None, **kwargs):
@@ -82,6 +82,7 @@ def _make_trainer(plan):
         "carry_state": run.carry_state,
         "mixed_precision": run.mixed_precision,
         "freeze_bilm_steps": run.freeze_bilm_steps,
+        "tf32": run.tf32,
     }
     if keras_backend() == "jax":
         from elmo_keras.training.distribute import jax_devices
@@ -101,7 +102,7 @@ def _make_trainer(plan):
 def _start(run):
     """The run's trainer and `RunPlan`: settings resolved, the run folder written (chief),
     the weights restored (resume) or loaded from `init_from`."""
-    from elmo_keras.training.settings import plan_run
+    from elmo_keras.training.run_plan import plan_run
 
     plan = plan_run(run)
     run = plan.run
@@ -272,7 +273,6 @@ def quickstart(
         str(paths["train"]),
         output_dir,
         config=config,
-        steps=10**9,
         seed=seed,
         time_budget_s=time_budget_s,
         checkpoint_every=500,

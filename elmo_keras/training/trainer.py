@@ -44,6 +44,9 @@ class Trainer(TrainerBase):
         jit_compile: bool. Compile each replica's forward and backward pass with XLA.
         freeze_bilm_steps: int. While the step is below it, the biLM's gradients are zero and
             only the softmax learns (a new softmax over a pretrained biLM). Defaults to `0`.
+        tf32: bool. Allow TensorFloat-32 matrix products on GPUs. TensorFlow allows them by
+            default; the trainer turns them off (exact float32) unless this is True. The
+            setting is TensorFlow's, for the whole process. Defaults to `False`.
 
     Example:
     >>> trainer = Trainer(get_config("tiny"), Vocabulary.load("vocab.txt"))  # doctest: +SKIP
@@ -60,6 +63,7 @@ class Trainer(TrainerBase):
         mixed_precision=None,
         jit_compile=False,
         freeze_bilm_steps=0,
+        tf32=False,
     ):
         self.strategy = strategy or tf.distribute.get_strategy()
         super().__init__(
@@ -70,7 +74,9 @@ class Trainer(TrainerBase):
             carry_state,
             mixed_precision,
             freeze_bilm_steps,
+            tf32,
         )
+        tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
         self.jit_compile = bool(jit_compile)
         self.is_chief = distribute.is_chief(self.strategy)
         self.multi_worker = distribute.num_workers(self.strategy) > 1
@@ -95,6 +101,12 @@ class Trainer(TrainerBase):
     def placement(self):
         """Where the steps run, in words (the strategy's class)."""
         return type(self.strategy).__name__
+
+    def peak_memory_bytes(self):
+        """The first GPU's peak memory (TensorFlow's count), None without GPUs."""
+        if not tf.config.list_logical_devices("GPU"):
+            return None
+        return tf.config.experimental.get_memory_info("GPU:0")["peak"]
 
     # --------------------------------------------------------------------------- the step
 

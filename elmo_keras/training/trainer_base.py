@@ -21,18 +21,24 @@ from elmo_keras.training.data import TOKENIZATION_RENAMED, expand_files, no_othe
 from elmo_keras.training.metrics import MetricsLogger
 from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
 from elmo_keras.training.stopping import StopRequests, stop_reason
-from elmo_keras.validation import check_choice, check_int, check_number, renamed_argument
+from elmo_keras.training.training_run import SettingError, check_setting
+from elmo_keras.validation import check_choice, check_int, renamed_argument
 
 
 def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every):
-    """The checks of `fit`'s arguments (one `ValueError` naming the argument)."""
-    if steps is None and epochs is None:
-        raise ValueError("Give `steps` or `epochs` (or both).")
-    names = ("steps", "epochs", "checkpoint_every", "keep_checkpoints", "log_every")
-    for name, value in zip(names, (steps, epochs, checkpoint_every, keep, log_every), strict=True):
-        check_int(name, value, allow_none=name in ("steps", "epochs"))
-    if time_budget_s is not None:
-        check_number("time_budget_s", time_budget_s, minimum=0.0)
+    """The checks of `fit`'s arguments: those of the same `TrainingRun` settings."""
+    values = {
+        "steps": steps,
+        "epochs": epochs,
+        "time_budget_s": time_budget_s,
+        "checkpoint_every": checkpoint_every,
+        "keep_checkpoints": keep,
+        "log_every": log_every,
+    }
+    for name, value in values.items():
+        check_setting(name, value)
+    if steps is None and epochs is None and time_budget_s is None:
+        raise SettingError("give {steps}, {epochs} or {time_budget_s} (when the run ends)")
 
 
 @dataclasses.dataclass
@@ -62,6 +68,7 @@ class TrainerBase:
         carry_state: bool. Carry the LSTM state from window to window (bilm-tf).
         mixed_precision: None or `"bfloat16"`.
         freeze_bilm_steps: int. While the step is below it, only the softmax learns.
+        tf32: bool. Allow TensorFloat-32 matrix products on GPUs (off: exact float32).
     """
 
     is_chief = True
@@ -76,6 +83,7 @@ class TrainerBase:
         carry_state=True,
         mixed_precision=None,
         freeze_bilm_steps=0,
+        tf32=False,
     ):
         self.config = normalize_config(config)
         self.vocabulary = vocabulary
@@ -84,6 +92,7 @@ class TrainerBase:
         self.carry_state = bool(carry_state)
         self.mixed_precision = check_choice("mixed_precision", mixed_precision, (None, "bfloat16"))
         self.freeze_bilm_steps = check_int("freeze_bilm_steps", freeze_bilm_steps, minimum=0)
+        self.tf32 = check_setting("tf32", tf32)
         self.data_start_step = 0
         self.batch_size = int(self.config["batch_size"])
         if self.batch_size % replicas:
@@ -172,7 +181,8 @@ class TrainerBase:
             train: str or list. Glob(s) of training text files.
             steps: int or None. The global step to stop at, counted from the run's start (a
                 resumed run given the same `steps` ends where an uninterrupted one would).
-            epochs: int or None. Passes over the data (`None`: repeat).
+            epochs: int or None. Passes over the data (`None`: repeat). Give `steps`,
+                `epochs` or `time_budget_s` (or several: the first reached ends the run).
             output_dir: path or None. For `checkpoints/` and `logs/` (TensorBoard).
             checkpoint_every: int. Steps between checkpoints (also at the end and on a stop).
             keep_checkpoints: int. Checkpoints kept (older ones are deleted).
@@ -260,7 +270,13 @@ class TrainerBase:
             progress = sys.stdout.isatty() and self.is_chief
         log_dir = output_dir / LOGS if output_dir is not None and self.is_chief else None
         bar_steps = steps - start if progress and steps else None
-        return MetricsLogger(log_dir, self.optimizer, self.is_chief, bar_steps, start)
+        return MetricsLogger(
+            log_dir, self.optimizer, self.is_chief, bar_steps, start, self.peak_memory_bytes
+        )
+
+    def peak_memory_bytes(self):
+        """The accelerator's peak memory so far, in bytes; None on CPUs."""
+        return None
 
     # -------------------------------------------------------------------- evaluation, output
 

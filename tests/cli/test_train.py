@@ -126,7 +126,7 @@ def hdf5_bytes(path):
         ),
         (
             ["train", "--train", "a.txt", "--output", "x", "--config", "tiny"],
-            "give --steps, --epochs or --time-budget",
+            "give --steps, --epochs or --time-budget (when the run ends)",
         ),
         (["train", "--output", "/nonexistent/run", "--steps", "1", "--resume"], "no previous run"),
         (["evaluate", "--model", "/nonexistent", "--data", "a.txt"], "folder not found"),
@@ -139,9 +139,34 @@ def test_errors_are_one_line(argv, message, capsys):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_steps_and_epochs_exclusive(capsys):
-    with pytest.raises(SystemExit):
-        main(["train", "--train", "a", "--output", "x", "--steps", "1", "--epochs", "1"])
+def test_flags_come_from_the_settings_list():
+    """Every setting with a flag is on the command line, with its help; the parsed flags make
+    the `TrainingRun` the same values make in Python (steps and epochs together: the first
+    reached ends the run)."""
+    import argparse
+
+    from elmo_keras.cli.train import _training_run, add_parser
+    from elmo_keras.training.training_run import SETTINGS, TrainingRun
+
+    parser = add_parser(argparse.ArgumentParser().add_subparsers())
+    helps = {a.option_strings[0]: a.help for a in parser._actions if a.option_strings}
+    for setting in SETTINGS:
+        if setting.flag is not None:
+            assert helps[setting.flag] == setting.help
+    argv = "--train a.txt --output run --steps 3 --epochs 2 --no-carry-state --xla --tf32"
+    args = parser.parse_args([*argv.split(), "--batch-size", "8", "--time-budget", "60"])
+    expected = TrainingRun(
+        "a.txt",
+        "run",
+        steps=3,
+        epochs=2,
+        carry_state=False,
+        jit_compile=True,
+        tf32=True,
+        batch_size=8,
+        time_budget_s=60.0,
+    )
+    assert _training_run(args) == expected
 
 
 @pytest.fixture

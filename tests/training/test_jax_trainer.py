@@ -36,9 +36,9 @@ def _tiny():
     return config
 
 
-def _child(mode, workdir, job, devices=1, timeout=300, wait=True):
+def _child(mode, workdir, job, devices=1, timeout=300, wait=True, env=None):
     (workdir / "job.json").write_text(json.dumps(job))
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **(env or {}), "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     command = [sys.executable, "-m", "tests.jax_training_child", mode, str(workdir)]
     if not wait:
@@ -203,3 +203,66 @@ def test_sigkill_at_a_random_step_then_resume_is_bit_exact(tmp_path, train_text)
     assert sorted(expected) == sorted(got)
     for key, value in expected.items():
         np.testing.assert_array_equal(got[key], value, err_msg=f"{key} (killed after {kill_after})")
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_two_processes_equal_one_process_with_two_devices(tmp_path, train_text):
+    """`strategy="multi-worker"` on JAX: two processes on 127.0.0.1 (one CPU device each,
+    joined by `keras.distribution.initialize`) train as one process with two devices does:
+    the chief's published weights within 1e-5 after 4 steps; only the chief writes files."""
+    steps = 4
+    single = tmp_path / "single"
+    single.mkdir()
+    job = _run_job(train_text, single / "run", steps)
+    job["run"].update(strategy="auto", checkpoint_every=2)
+    _child("train", single, job, devices=2)
+
+    port = _free_port()
+    workers = []
+    for process in range(2):
+        workdir = tmp_path / f"worker{process}"
+        workdir.mkdir()
+        job = _run_job(train_text, tmp_path / "multi", steps)
+        job["run"].update(strategy="multi-worker", checkpoint_every=2)
+        env = {
+            "KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{port}",
+            "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+            "KERAS_DISTRIBUTION_PROCESS_ID": str(process),
+        }
+        workers.append((workdir, _child("train", workdir, job, wait=False, env=env)))
+    for workdir, worker in workers:
+        try:
+            _, stderr = worker.communicate(timeout=240)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        assert worker.returncode == 0, stderr.decode()[-3000:]
+        report = json.loads((workdir / "report.json").read_text())
+        assert report["train"]["steps"] == steps and report["tensorflow_imported"] is False
+    expected, got = _published(single / "run"), _published(tmp_path / "multi")
+    assert sorted(expected) == sorted(got)
+    for key, value in expected.items():
+        np.testing.assert_allclose(got[key], value, atol=1e-5, rtol=0, err_msg=key)
+    checkpoints = sorted(p.name for p in (tmp_path / "multi" / "checkpoints").iterdir())
+    assert checkpoints == ["ckpt-2.npz", "ckpt-4.npz"]
+
+
+def test_snapshot_of_a_jax_checkpoint_on_tensorflow(tmp_path, train_text):
+    """`export_checkpoint` (`elmo-keras snapshot`) reads the JAX trainer's `.npz` checkpoints on
+    TensorFlow: the last checkpoint's files equal what the run wrote at its end, bit for bit."""
+    from elmo_keras.training.pipeline import export_checkpoint
+
+    _child("train", tmp_path, _run_job(train_text, tmp_path / "run", 5))
+    written = export_checkpoint(tmp_path / "run", tmp_path / "snapshot", "ckpt-5")
+    assert written.endswith("ckpt-5")
+    expected, got = _published(tmp_path / "run"), _published(tmp_path / "snapshot")
+    assert sorted(expected) == sorted(got)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)

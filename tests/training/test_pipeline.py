@@ -10,18 +10,20 @@ import numpy as np
 import pytest
 
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.run_config import NEW_RUN_DEFAULTS, TrainingRun, legacy_training_run
 from elmo_keras.training.run_folder import CONFIG_FILE, find_checkpoint, load_run, save_run
 from elmo_keras.training.stopping import STOP_REASONS, StopRequests, stop_reason
+from elmo_keras.training.training_run import NEW_RUN_DEFAULTS, TrainingRun, legacy_training_run
 
 
 @pytest.mark.parametrize(
     "changes, message",
     [
         ({"steps": 0}, "`steps` must be an integer >= 1. Received: steps=0"),
-        ({"steps": None}, "`steps` or `epochs` must be given (or both)"),
+        ({"steps": None}, "give `steps`, `epochs` or `time_budget_s` (when the run ends)"),
         ({"log_every": 2.5}, "`log_every` must be an integer >= 1. Received: log_every=2.5"),
         ({"time_budget_s": -1}, "`time_budget_s` must be a number >= 0"),
+        ({"time_budget_s": 0}, "`time_budget_s` must be a number > 0. Received: time_budget_s=0"),
+        ({"config": "huge"}, "`config` must be one of tiny, cpu, small, medium, original or a"),
         ({"tokenization_mode": "bpe"}, "`tokenization_mode` must be one of"),
         ({"strategy": "tpu"}, "`strategy` must be one of ('auto', 'default', 'mirrored'"),
         ({"mixed_precision": "float16"}, "`mixed_precision` must be one of (None, 'bfloat16')"),
@@ -30,13 +32,15 @@ from elmo_keras.training.stopping import STOP_REASONS, StopRequests, stop_reason
         ({"train_files": []}, "`train_files` must be a path or glob, or a non-empty list"),
         ({"config": 3}, "`config` must be a configuration name, a JSON file or a dict"),
         ({"n_negative_samples": -1}, "`n_negative_samples` must be an integer >= 0"),
-        ({"init_from": 3}, "`init_from` must be a run folder, a preset name, or an (options"),
+        ({"init_from": 3}, "`init_from` must be a run folder or a preset (small, medium"),
+        ({"init_from": "nowhere"}, "`init_from` must be a run folder or a preset (small"),
         ({"init_from": ("o.json", 3)}, "`init_from` as a pair must hold two paths or URLs"),
         ({"freeze_bilm_steps": -1}, "`freeze_bilm_steps` must be an integer >= 0. Received"),
         ({"freeze_bilm_steps": 5}, "`freeze_bilm_steps` needs `init_from` (a biLM to start"),
         ({"new_vocab": True}, "`new_vocab` needs `init_from`"),
-        ({"override": True}, "`override` applies settings that differ from a saved run: it"),
-        ({"train_files": None}, "`train_files` must be a path or glob"),
+        ({"override": True}, "`override` applies to `resume` (settings that differ from a saved"),
+        ({"train_files": None}, "`train_files` is required (a glob of text files)"),
+        ({"tf32": 1}, "`tf32` must be True or False. Received: tf32=1"),
     ],
 )
 def test_training_run_checks_every_field(changes, message):

@@ -140,7 +140,7 @@ def test_errors(train_vocab, tiny_config):
         Trainer(tiny_config, train_vocab, strategy=mirrored)
     tiny_config["batch_size"] = 4
     trainer = Trainer(tiny_config, train_vocab)
-    with pytest.raises(ValueError, match="Give `steps` or `epochs`"):
+    with pytest.raises(ValueError, match="give `steps`, `epochs` or `time_budget_s`"):
         trainer.fit("x.txt")
     with pytest.raises(ValueError, match="No text file matches"):
         trainer.fit("/nonexistent/*.txt", steps=1)

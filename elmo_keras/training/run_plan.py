@@ -21,24 +21,19 @@ from elmo_keras.training.init_source import (
     start_config,
     vocabulary_conflicts,
 )
-from elmo_keras.training.run_config import NEW_RUN_DEFAULTS, SettingsConflict
 from elmo_keras.training.run_folder import CONFIG_FILE, has_checkpoints, load_run
+from elmo_keras.training.training_run import (
+    CONFIG_KEYS,
+    NEW_RUN_DEFAULTS,
+    SAVED_KEYS,
+    SettingError,
+    SettingsConflict,
+)
 
-# `TrainingRun` fields that set a configuration key.
-FLAG_KEYS = {
-    "batch_size": "batch_size",
-    "n_negative_samples": "n_negative_samples_batch",
-    "optimizer": "optimizer",
-    "learning_rate": "learning_rate",
-}
+# `TrainingRun` fields that set a configuration key (`training_run.SETTINGS`).
+FLAG_KEYS = CONFIG_KEYS
 # Saved settings a resumed run may override, by field, and their training_config.json keys.
-_SAVED_FIELDS = {
-    "seed": "seed",
-    "tokenization_mode": "tokenization_mode",
-    "carry_state": "carry_state",
-    "freeze_bilm_steps": "freeze_bilm_steps",
-    "train_files": "train",
-}
+_SAVED_FIELDS = SAVED_KEYS
 # After overriding these, the data starts again from its beginning at the resumed step.
 _DATA_CHANGES = (
     "train_files",
@@ -85,8 +80,25 @@ class RunPlan:
 
 
 def plan_run(run):
-    """The `RunPlan` of a `TrainingRun` (new, started from a biLM, or resumed)."""
+    """The `RunPlan` of a `TrainingRun` (new, started from a biLM, or resumed).
+
+    The text files are looked for first: a glob that matches nothing is a `SettingError`
+    before anything is read or written.
+    """
+    for name in ("train_files", "valid_files"):
+        value = getattr(run, name)
+        if value is not None:
+            try:
+                expand_files(value)
+            except ValueError:
+                raise SettingError(
+                    "{" + name + "} matches no file. Received: " + _escaped(repr(value))
+                ) from None
     return _resumed_run(run) if run.resume else _new_run(run)
+
+
+def _escaped(text):
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 def _with_defaults(run, values):
@@ -179,8 +191,9 @@ class _Difference:
 def _resumed_run(run):
     output_dir = pathlib.Path(run.output_dir)
     if not (output_dir / CONFIG_FILE).is_file():
-        raise ValueError(
-            f"`resume` needs a previous run in {output_dir} ({CONFIG_FILE} not found)."
+        raise SettingError(
+            "{resume}: no previous run in "
+            + _escaped(f"{output_dir} ({output_dir / CONFIG_FILE} not found)")
         )
     saved, vocabulary = load_run(output_dir)
     differences = _differences(run, saved, vocabulary)

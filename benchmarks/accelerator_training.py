@@ -1,0 +1,200 @@
+"""The training part of benchmarks/accelerator.py: the real JAX trainer's step, and a short run.
+
+(d) the step of `JaxTrainer` (the one `elmo-keras train --backend jax` runs: sampled softmax
+    with 8,192 log-uniform candidates and Adagrad on the gathered rows of a 793,471-word
+    softmax, clipping, carried state) for `original` at 128 x 20 and 512 x 20 tokens, in bf16
+    (`mixed_bfloat16`), TF32 and fp32 (`highest`): median tokens/s of `--steps` timed steps
+    after a compiling one, on random windows already on the device (the reference's setting),
+    and the compiled step's memory (arguments + temporaries, XLA's `memory_analysis`);
+    one more row at 128 x 20 bf16 through `fit` itself (the NumPy window packer and its
+    prefetching thread feeding the step), which says whether the host keeps up;
+(e) a short real run: WikiText-2 (from `--wikitext-dir`), a vocabulary of its training split,
+    the `cpu` configuration, `--run-seconds` of training, the held-out perplexity of the first
+    valid tokens before and after (it must fall).
+
+`--small` shrinks (d) to a small configuration and vocabulary, and (e) to the `tiny`
+configuration, for a CPU.
+"""
+
+import statistics
+import time
+
+import jax
+import numpy as np
+
+from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.configs import get_config
+from elmo_keras.training.data import build_vocabulary
+from elmo_keras.training.jax_trainer import JaxTrainer
+from elmo_keras.training.stopping import StopRequests
+
+WORDS = 793_471  # the published model's softmax
+TOKENS = 20
+# (rows, precision) in the order they are measured: the most telling first, for the budget.
+STEP_ROWS = [
+    (128, "bf16"),
+    (128, "tf32"),
+    (512, "bf16"),
+    (512, "tf32"),
+    (128, "fp32"),
+    (512, "fp32"),
+]
+
+
+def _vocabulary(size):
+    return Vocabulary(["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(size - 3)])
+
+
+def _trainer(config, vocabulary, precision):
+    return JaxTrainer(
+        config,
+        vocabulary,
+        devices=jax.devices()[:1],
+        mixed_precision="bfloat16" if precision == "bf16" else None,
+        tf32=precision != "fp32",
+    )
+
+
+def _random_windows(rng, config, vocabulary_size, count):
+    """Windows shaped as `WindowPacker` makes them: random characters and Zipf word ids."""
+    rows, chars = config["batch_size"], config["char_cnn"]["max_characters_per_token"]
+    batches = []
+    for _ in range(count):
+        char_ids = rng.integers(1, 260, size=(2, rows, TOKENS, chars), dtype=np.int32)
+        char_ids[..., 12:] = 0  # tokens of up to 10 characters plus begin and end marks
+        targets = np.minimum(rng.zipf(1.2, size=(2, rows, TOKENS)), vocabulary_size) - 1
+        batches.append(
+            {
+                "forward_char_ids": char_ids[0],
+                "backward_char_ids": char_ids[1],
+                "forward_targets": targets[0].astype(np.int32),
+                "backward_targets": targets[1].astype(np.int32),
+            }
+        )
+    return batches
+
+
+def _step_memory_gib(trainer, batch):
+    """Arguments + temporaries of the compiled step, GiB (None when XLA does not say)."""
+    try:
+        lowered = trainer._train_step.lower(
+            trainer._state,
+            batch,
+            trainer._put(trainer.candidates(0), False),
+            np.int32(0),
+            np.float32(0.1),
+        )
+        analysis = lowered.compile().memory_analysis()
+        used = analysis.argument_size_in_bytes + analysis.temp_size_in_bytes
+        return used / 2**30
+    except Exception:  # noqa: BLE001 - a figure the backend may not give
+        return None
+
+
+def step_speed(rows, precision, small, steps):
+    """One row of (d): the trainer's step alone on device-resident random windows."""
+    config = get_config("tiny" if small else "original")
+    words = 5_000 if small else WORDS
+    config.update(
+        batch_size=rows, unroll_steps=TOKENS, n_negative_samples_batch=64 if small else 8192
+    )
+    trainer = _trainer(config, _vocabulary(words), precision)
+    rng = np.random.default_rng(0)
+    batches = [
+        {k: trainer._put(v, True) for k, v in b.items()}
+        for b in _random_windows(rng, config, words, 4)
+    ]
+    requests = StopRequests(handle_signals=False)
+    started = time.perf_counter()
+    trainer._run_step(batches[0], requests)  # compiles; `_run_step` waits for its outputs
+    compile_s = time.perf_counter() - started
+    times = []
+    for i in range(steps):
+        started = time.perf_counter()
+        trainer._run_step(batches[i % len(batches)], requests)
+        times.append(time.perf_counter() - started)
+    median = statistics.median(times)
+    return {
+        "rows": rows,
+        "precision": precision,
+        "tokens_per_s": rows * TOKENS / median,
+        "median_step_s": median,
+        "compile_s": compile_s,
+        "step_memory_gib": _step_memory_gib(trainer, batches[0]),
+        "sparse_softmax": trainer.sparse_softmax,
+    }
+
+
+def fit_speed(rows, text, small, steps):
+    """The (d) row through `fit`: real text packed on the host by the prefetching feed."""
+    config = get_config("tiny" if small else "original")
+    config.update(
+        batch_size=rows, unroll_steps=TOKENS, n_negative_samples_batch=64 if small else 8192
+    )
+    vocabulary = build_vocabulary(str(text), min_count=1, max_size=(5_000 if small else WORDS))
+    trainer = _trainer(config, vocabulary, "bf16")
+    times = []
+    last = [time.perf_counter()]
+
+    def on_step(step, logs):
+        now = time.perf_counter()
+        times.append(now - last[0])
+        last[0] = now
+
+    trainer.fit(str(text), steps=steps + 1, log_every=10**6, on_step=on_step, handle_signals=False)
+    median = statistics.median(times[1:])  # the first step compiles
+    return {
+        "rows": rows,
+        "precision": "bf16",
+        "through_fit": True,
+        "tokens_per_s": rows * TOKENS / median,
+    }
+
+
+def short_run(wikitext_dir, small, seconds):
+    """(e): held-out perplexity before and after `seconds` of training on WikiText-2."""
+    train, valid = wikitext_dir / "train.raw.txt", wikitext_dir / "valid.raw.txt"
+    vocabulary = build_vocabulary(str(train), min_count=3)
+    config = get_config("tiny" if small else "cpu")
+    trainer = JaxTrainer(config, vocabulary, devices=jax.devices()[:1])
+    budget = 3_000 if small else 50_000
+    before = trainer.evaluate(str(valid), batch_size=16, max_tokens=budget)
+    result = trainer.fit(str(train), time_budget_s=seconds, log_every=10**6, handle_signals=False)
+    after = trainer.evaluate(str(valid), batch_size=16, max_tokens=budget)
+    return {
+        "config": "tiny" if small else "cpu",
+        "vocabulary": len(vocabulary),
+        "steps": result["steps"],
+        "train_tokens_per_s": result["tokens_per_second"],
+        "valid_tokens": after["tokens"],
+        "perplexity_before": before["perplexity"],
+        "perplexity_after": after["perplexity"],
+    }
+
+
+def report(training):
+    lines = [
+        "",
+        "| training step | precision | tokens/s | compile s | step memory GiB |",
+        "|---|---|---|---|---|",
+    ]
+    for row in training["steps"]:
+        name = f"{row['rows']} x {TOKENS}" + (" (through fit)" if row.get("through_fit") else "")
+        if "skipped" in row:
+            lines.append(f"| {name} | {row['precision']} | skipped | | |")
+            continue
+        memory = row.get("step_memory_gib")
+        lines.append(
+            f"| {name} | {row['precision']} | {row['tokens_per_s']:,.0f} | "
+            f"{row.get('compile_s', float('nan')):.1f} | "
+            f"{'-' if memory is None else f'{memory:.2f}'} |"
+        )
+    run = training.get("run")
+    if run:
+        lines += [
+            "",
+            f"Short run ({run['config']}, {run['steps']} steps, {run['train_tokens_per_s']:,.0f} "
+            f"tokens/s): held-out perplexity {run['perplexity_before']:,.1f} -> "
+            f"{run['perplexity_after']:,.1f} ({run['valid_tokens']} WikiText-2 valid tokens)",
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,140 @@
+"""The JAX trainer's step in this process (the second, `KERAS_BACKEND=jax` run of `make test`):
+the sparse softmax update equals the dense one, a frozen biLM stays bit for bit, bfloat16 trains,
+the settings reach the step."""
+
+import copy
+import re
+import socket
+
+import keras
+import numpy as np
+import pytest
+
+from elmo_keras.training.configs import get_config
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "jax", reason="needs KERAS_BACKEND=jax (the second `make test`)"
+)
+
+
+def _config(**changes):
+    config = get_config("tiny")
+    config.update(batch_size=4, unroll_steps=5, n_negative_samples_batch=16, dropout=0.0)
+    config["lstm"].update(dim=16, projection_dim=8)
+    config.update(changes)
+    return config
+
+
+def _trainer(config, vocabulary, **kwargs):
+    from elmo_keras.training.jax_trainer import JaxTrainer
+
+    return JaxTrainer(copy.deepcopy(config), vocabulary, seed=2, **kwargs)
+
+
+def _values(variables):
+    return [np.asarray(v.value) for v in variables]
+
+
+def test_sparse_softmax_rows_equal_the_dense_update(train_text, train_vocab):
+    """Adagrad on the gathered rows (repeated ids summed) == Adagrad on the whole kernel,
+    after 4 steps with clipping: weights and the kernel's accumulator (1e-6)."""
+    config = _config(all_clip_norm_val=0.5)
+    dense = _trainer(config, train_vocab, sparse_softmax=False)
+    sparse = _trainer(config, train_vocab, sparse_softmax=True)
+    for trainer in (dense, sparse):
+        trainer.fit(train_text, steps=4, log_every=10**6)
+    for a, b in zip(_values(dense.model.variables), _values(sparse.model.variables), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-6)
+    kernel = dense.model.softmax_kernel
+    index = next(i for i, v in enumerate(dense.optimizer._trainable_variables) if v is kernel)
+    dense_accumulator = np.asarray(dense.optimizer._accumulators[index].value)
+    np.testing.assert_allclose(dense_accumulator, np.asarray(sparse._accumulator), rtol=1e-6)
+    assert np.any(dense_accumulator != 1.0)  # some rows were trained
+    with pytest.raises(ValueError, match="`sparse_softmax` needs Adagrad and a sampled softmax"):
+        _trainer(_config(optimizer="adam"), train_vocab, sparse_softmax=True)
+
+
+def test_frozen_bilm_keeps_its_weights_bit_for_bit(train_text, train_vocab):
+    trainer = _trainer(_config(), train_vocab, freeze_bilm_steps=3)
+    before = _values(trainer.model.bilm.trainable_variables)
+    softmax = np.asarray(trainer.model.softmax_kernel.value)
+    trainer.fit(train_text, steps=3, log_every=10**6)
+    for a, b in zip(before, _values(trainer.model.bilm.trainable_variables), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert np.any(np.asarray(trainer.model.softmax_kernel.value) != softmax)
+    trainer.fit(train_text, steps=4, log_every=10**6)  # step 3 is past the frozen ones
+    changed = [
+        np.any(a != b)
+        for a, b in zip(before, _values(trainer.model.bilm.trainable_variables), strict=True)
+    ]
+    assert any(changed)
+
+
+def test_bfloat16_trains_close_to_float32(train_text, train_vocab):
+    """bf16 compute with float32 variables: finite losses within 5% of float32 after 6 steps;
+    the variables and the optimizer stay float32."""
+    losses = {}
+    for precision in (None, "bfloat16"):
+        trainer = _trainer(_config(), train_vocab, mixed_precision=precision)
+        logs = losses[precision] = []
+        trainer.fit(
+            train_text,
+            steps=6,
+            log_every=10**6,
+            on_step=lambda s, out, logs=logs: logs.append(out["loss"]),
+        )
+        assert {v.dtype for v in trainer.model.trainable_variables} == {"float32"}
+    assert np.all(np.isfinite(losses["bfloat16"]))
+    np.testing.assert_allclose(losses["bfloat16"], losses[None], rtol=0.05)
+
+
+def test_time_budget_alone_ends_the_run(train_text, train_vocab, tmp_path):
+    """Neither steps nor epochs: the time budget stops it, with a checkpoint and TensorBoard
+    scalars (read back by the event-file reader of the tests, no TensorFlow here)."""
+    trainer = _trainer(_config(), train_vocab)
+    result = trainer.fit(train_text, time_budget_s=3.0, log_every=2, output_dir=tmp_path)
+    assert result["stopped"] == "time" and result["steps"] >= 1
+    assert (tmp_path / "checkpoints" / f"ckpt-{result['steps']}.npz").is_file()
+    assert list((tmp_path / "logs").glob("events.out.tfevents.*"))
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
+    train_text, train_vocab, tmp_path, capsys
+):
+    """A truncated ckpt-4.npz: `restore` says so in one line and goes on from ckpt-2, which
+    holds step 2's weights; a checkpoint of another run's shapes is refused by name."""
+    trainer = _trainer(_config(), train_vocab)
+    trainer.fit(train_text, steps=2, log_every=10**6, output_dir=tmp_path, checkpoint_every=2)
+    at_two = _values(trainer.model.variables)
+    trainer.fit(train_text, steps=4, log_every=10**6, output_dir=tmp_path, checkpoint_every=2)
+    newest = tmp_path / "checkpoints" / "ckpt-4.npz"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    resumed = _trainer(_config(), train_vocab)
+    restored = resumed.restore(tmp_path / "checkpoints")
+    assert restored.endswith("ckpt-2") and resumed.global_step == 2
+    assert "skipped unreadable checkpoint ckpt-4" in capsys.readouterr().err
+    for a, b in zip(at_two, _values(resumed.model.variables), strict=True):
+        np.testing.assert_array_equal(a, b)
+    wider = _config()
+    wider["lstm"]["projection_dim"] = 16
+    other = _trainer(wider, train_vocab)
+    with pytest.raises(ValueError, match="ckpt-2.npz does not fit this run"):
+        other.restore_file(tmp_path / "checkpoints" / "ckpt-2")
+
+
+def test_leftovers_of_a_killed_save_are_removed(tmp_path):
+    """A temporary file of a save whose process is gone is deleted when a manager opens the
+    folder; a finished checkpoint is kept."""
+    from elmo_keras.training.array_checkpoints import ArrayCheckpointManager, read_arrays
+
+    manager = ArrayCheckpointManager(tmp_path, keep=2)
+    manager.save(1, {"step": np.asarray(1)})
+    host = re.sub(r"[^A-Za-z0-9-]", "", socket.gethostname())[:32] or "host"  # as files.py
+    leftover = tmp_path / f".ckpt-2.npz.partial-{host}.999999.abcdefgh"
+    leftover.write_bytes(b"half")
+    ArrayCheckpointManager(tmp_path, keep=2)
+    assert not leftover.exists()
+    assert int(read_arrays(tmp_path / "ckpt-1.npz")["step"]) == 1
+    for step in (2, 3):
+        manager.save(step, {"step": np.asarray(step)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-2.npz", "ckpt-3.npz"]
