@@ -228,7 +228,7 @@ def main():
     results["training"] = training(args)
     results["peak_memory_mb"], results["peak_memory_kind"] = peak_memory_mb()
     results["seconds"] = time.perf_counter() - started
-    print(report(results) + accelerator_training.report(results["training"]))
+    print(report(results) + "\n" + accelerator_training.report(results["training"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")

@@ -183,10 +183,10 @@ def report(training):
         if "skipped" in row:
             lines.append(f"| {name} | {row['precision']} | skipped | | |")
             continue
-        memory = row.get("step_memory_gib")
+        memory, compile_s = row.get("step_memory_gib"), row.get("compile_s")
         lines.append(
             f"| {name} | {row['precision']} | {row['tokens_per_s']:,.0f} | "
-            f"{row.get('compile_s', float('nan')):.1f} | "
+            f"{'-' if compile_s is None else f'{compile_s:.1f}'} | "
             f"{'-' if memory is None else f'{memory:.2f}'} |"
         )
     run = training.get("run")

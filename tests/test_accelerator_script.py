@@ -23,6 +23,7 @@ def test_accelerator_check_runs_on_cpu(tmp_path):
     env.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
     script = ROOT / "benchmarks" / "accelerator.py"
     command = [sys.executable, str(script), "--small", "--calls", "1", "--json", str(out)]
+    command += ["--steps", "2", "--run-seconds", "10"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads(out.read_text())
@@ -32,3 +33,12 @@ def test_accelerator_check_runs_on_cpu(tmp_path):
     assert len(results["speed"]) == 9
     assert all(row["tokens_per_s"] > 0 for row in results["speed"])
     assert "| bilm-tf |" in result.stdout and "Peak memory" in result.stdout
+    # The training section: the real trainer's step in bf16 and fp32, through `fit` when
+    # WikiText-2 is there, and a short run whose held-out perplexity falls.
+    steps = results["training"]["steps"]
+    assert [(row["rows"], row["precision"]) for row in steps[:2]] == [(4, "bf16"), (4, "fp32")]
+    assert all(row["tokens_per_s"] > 0 and row["sparse_softmax"] for row in steps[:2])
+    run = results["training"].get("run")
+    if run is not None:
+        assert run["perplexity_after"] < 0.5 * run["perplexity_before"], run
+    assert "| training step |" in result.stdout

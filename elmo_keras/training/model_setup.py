@@ -4,6 +4,8 @@ Imports Keras, not TensorFlow or JAX: `state.TrainingState` (TensorFlow) calls t
 strategy's scope, `jax_trainer.JaxTrainer` under its `keras.distribution`.
 """
 
+import sys
+
 import keras
 
 from elmo_keras.models.bilm import BiLM
@@ -19,6 +21,31 @@ def make_optimizer(config):
     return keras.optimizers.Adam(learning_rate=lr)
 
 
+def seed_everything(seed):
+    """`keras.utils.set_random_seed(seed)`, without importing TensorFlow on another backend.
+
+    Keras seeds TensorFlow too whenever it is installed, importing it (seconds, and hundreds of
+    MB) into a JAX process that never uses it; there it is skipped unless TensorFlow is
+    already loaded. Python's, NumPy's and Keras' own generators are seeded either way.
+    """
+    if keras.config.backend() == "tensorflow" or "tensorflow" in sys.modules:
+        keras.utils.set_random_seed(seed)
+        return
+    try:
+        from keras.src.utils import module_utils  # noqa: PLC0415
+
+        lazy = module_utils.tensorflow
+        previous = lazy.__dict__["_available"]
+    except (ImportError, AttributeError, KeyError):  # another Keras: seed as it does
+        keras.utils.set_random_seed(seed)
+        return
+    lazy._available = False
+    try:
+        keras.utils.set_random_seed(seed)
+    finally:
+        lazy._available = previous
+
+
 def make_language_model(config, vocabulary_size, seed=0, mixed_precision=None):
     """A built `LanguageModel` for a normalized configuration, its weights seeded by `seed`.
 
@@ -32,7 +59,7 @@ def make_language_model(config, vocabulary_size, seed=0, mixed_precision=None):
     kwargs = {"dropout": float(config.get("dropout", 0.0))}
     if mixed_precision:
         kwargs["dtype"] = "mixed_bfloat16"
-    keras.utils.set_random_seed(int(seed))
+    seed_everything(int(seed))
     bilm = BiLM.from_options(architecture_options(config), **kwargs)
     samples = int(config.get("n_negative_samples_batch") or 0)
     model = LanguageModel(bilm, vocabulary_size, samples)

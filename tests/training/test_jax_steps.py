@@ -138,3 +138,46 @@ def test_leftovers_of_a_killed_save_are_removed(tmp_path):
     for step in (2, 3):
         manager.save(step, {"step": np.asarray(step)})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-2.npz", "ckpt-3.npz"]
+
+
+def test_init_from_a_run_folder_starts_from_its_files(train_text, tmp_path):
+    """`train(TrainingRun(init_from=run_folder))` on JAX: before the first step the biLM and the
+    softmax are the source run's files, bit for bit; the frozen biLM stays so for 2 steps."""
+    from elmo_keras.training.pipeline import train
+    from elmo_keras.training.training_run import TrainingRun
+    from elmo_keras.weights import load_softmax
+
+    common = {"steps": 3, "log_every": 10**6, "verbose": False, "progress": False}
+    train(TrainingRun(train_text, tmp_path / "source", config=_config(), seed=1, **common))
+
+    class Snapshot(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.kernel = np.asarray(self.model.softmax_kernel.value)
+            self.bilm = _values(self.model.bilm.trainable_variables)
+
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 2:
+                self.frozen = _values(self.model.bilm.trainable_variables)
+
+    snapshot = Snapshot()
+    run = TrainingRun(
+        train_text,
+        tmp_path / "tuned",
+        init_from=str(tmp_path / "source"),
+        freeze_bilm_steps=2,
+        **common,
+    )
+    summary = train(run, callbacks=[snapshot])
+    kernel, _ = load_softmax(tmp_path / "source" / "softmax.hdf5")
+    np.testing.assert_array_equal(snapshot.kernel, kernel)
+    from elmo_keras.models import BiLM
+
+    source = BiLM.from_bilm_tf(
+        tmp_path / "source" / "options.json", tmp_path / "source" / "lm_weights.hdf5"
+    )
+    for a, b in zip(_values(source.trainable_variables), snapshot.bilm, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(snapshot.bilm, snapshot.frozen, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert summary["init_from"]["kind"] == "run"
+    assert summary["train"]["steps"] == 3
