@@ -85,19 +85,30 @@ def run(args):
 
 
 def _add_settings(parser):
-    """Adds a flag for every setting that has one to an `argparse` parser."""
+    """Adds a flag for every setting that has one, its help ending with its default."""
     for s in SETTINGS:
         if s.flag is None:
             continue
         if s.switch:
             parser.add_argument(s.flag, dest=s.name, action="store_true", help=s.help)
             continue
-        kwargs = {"help": s.help, "metavar": s.metavar, "type": _TYPES.get(s.kind)}
+        metavar = s.metavar or s.flag.removeprefix("--").replace("-", "_").upper()
+        kwargs = {"help": s.help + _default_text(s), "metavar": None if s.choices else metavar}
+        kwargs["type"] = _TYPES.get(s.kind)
         if s.required and not s.resumable:  # never None: the flag is required
             kwargs["required"] = True
         if s.choices:
             kwargs["choices"] = [c for c in s.choices if c is not None]
         parser.add_argument(s.flag, dest=s.name, **kwargs)
+
+
+def _default_text(setting):
+    if setting.resumable:
+        new_run = "" if setting.saved is None else f"; a new run's: {setting.saved}"
+        return f" (default: the saved run's with --resume{new_run})"
+    if setting.default is None or setting.required:
+        return ""
+    return f" (default: {setting.default})"
 
 
 def _from_arguments(args, **given):

@@ -5,6 +5,7 @@
 any kept checkpoint of a run in the same layout; `quickstart` is the README's WikiText-2 demo.
 """
 
+import contextlib
 import json
 import pathlib
 import sys
@@ -12,7 +13,13 @@ import time
 
 from elmo_keras.files import write_text
 from elmo_keras.training.model_files import MODEL_FILES
-from elmo_keras.training.run_folder import CHECKPOINTS, find_checkpoint, load_run, save_run
+from elmo_keras.training.run_folder import (
+    CHECKPOINTS,
+    find_checkpoint,
+    load_run,
+    lock_run,
+    save_run,
+)
 from elmo_keras.training.training_run import TrainingRun, legacy_training_run
 
 
@@ -54,20 +61,21 @@ def train(run=None, *args, callbacks=None, **kwargs):
 
     if not isinstance(run, TrainingRun) or args or kwargs:
         run = legacy_training_run(args if run is None else (run, *args), kwargs)
-    trainer, plan = _start(run)
-    run, record = plan.run, plan.settings["init_from"]
-    summary = {
-        "train": _fit(trainer, run, callbacks),
-        "output_dir": str(run.output_dir),
-        "init_from": record,
-        "started_from": None if record is None else describe(record),
-    }
-    if run.valid_files is not None:
-        summary["valid"] = trainer.evaluate(
-            run.valid_files, run.eval_batch_size, run.eval_max_tokens, run.tokenization_mode
-        )
-    if trainer.is_chief:
-        _export(trainer, pathlib.Path(run.output_dir))
+    with contextlib.ExitStack() as held:
+        trainer, plan = _start(run, held)
+        run, record = plan.run, plan.settings["init_from"]
+        summary = {
+            "train": _fit(trainer, run, callbacks),
+            "output_dir": str(run.output_dir),
+            "init_from": record,
+            "started_from": None if record is None else describe(record),
+        }
+        if run.valid_files is not None:
+            summary["valid"] = trainer.evaluate(
+                run.valid_files, run.eval_batch_size, run.eval_max_tokens, run.tokenization_mode
+            )
+        if trainer.is_chief:
+            _export(trainer, pathlib.Path(run.output_dir))
     summary["trainer"] = trainer
     return summary
 
@@ -99,9 +107,10 @@ def _make_trainer(plan):
     )
 
 
-def _start(run):
-    """The run's trainer and `RunPlan`: settings resolved, the run folder written (chief),
-    the weights restored (resume) or loaded from `init_from`."""
+def _start(run, held):
+    """The run's trainer and `RunPlan`: settings resolved, the run folder locked for the run
+    (chief; `held` keeps the lock) and written, the weights restored (resume) or loaded from
+    `init_from`."""
     from elmo_keras.training.run_plan import plan_run
 
     plan = plan_run(run)
@@ -109,6 +118,8 @@ def _start(run):
     trainer = _make_trainer(plan)
     trainer.data_start_step = plan.settings["data_start_step"]
     output_dir = pathlib.Path(run.output_dir)
+    if trainer.is_chief:
+        held.enter_context(lock_run(output_dir))
     restored = None
     if run.resume:
         restored = trainer.restore(output_dir / CHECKPOINTS, plan.restore_skip)

@@ -21,6 +21,7 @@ from elmo_keras.training.init_source import (
     start_config,
     vocabulary_conflicts,
 )
+from elmo_keras.training.model_files import OPTIONS_FILE, SOFTMAX_FILE, WEIGHTS_FILE
 from elmo_keras.training.run_folder import CONFIG_FILE, has_checkpoints, load_run
 from elmo_keras.training.training_run import (
     CONFIG_KEYS,
@@ -123,9 +124,19 @@ def _with_flags(config, run):
 def _new_run(run):
     output_dir = pathlib.Path(run.output_dir)
     if has_checkpoints(output_dir):
-        raise ValueError(
-            f"{output_dir} already holds checkpoints: pass `resume` to continue that run, "
-            "or choose a new output folder."
+        raise SettingError(
+            _escaped(output_dir) + " already holds checkpoints: pass {resume} to continue that "
+            "run, or choose a new {output_dir}"
+        )
+    # A finished model's files (vocab.txt alone is a run that stopped before its first
+    # checkpoint: starting it again is fine).
+    written = [
+        name for name in (OPTIONS_FILE, WEIGHTS_FILE, SOFTMAX_FILE) if (output_dir / name).exists()
+    ]
+    if written:
+        raise SettingError(
+            _escaped(output_dir) + f" already holds a model ({', '.join(written)}), which a "
+            "new run would overwrite: choose a new {output_dir}"
         )
     source = None
     if run.init_from is not None:

@@ -312,3 +312,60 @@ def test_a_full_disk_while_training_is_one_line_naming_where_to_resume(
     monkeypatch.undo()
     assert main(_resume_argv(run)) == 0
     assert _same_model(run, reference / "run")
+
+
+def test_a_new_run_refuses_a_folder_holding_a_model(tmp_path, capsys):
+    """Issue 30, point 3: `train --output` into a model folder (options.json, lm_weights.hdf5)
+    overwrote them without asking; now it is one line naming the folder and its files, and
+    nothing there changes."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("options.json", "lm_weights.hdf5", "vocab.txt"):
+        (folder / name).write_text(name)
+    argv = ["train", "--train", DATA, "--output", str(folder), "--config", "tiny", "--steps", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "already holds a model (options.json, lm_weights.hdf5)" in err, err
+    assert "choose a new --output" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "lm_weights.hdf5",
+        "options.json",
+        "vocab.txt",
+    ]
+    assert all((folder / name).read_text() == name for name in ("options.json", "vocab.txt"))
+
+
+_HOLDER = """
+import sys, time
+from elmo_keras.training.run_folder import lock_run
+with lock_run(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_run_folder_is_locked_for_the_life_of_its_run(tmp_path, capsys):
+    """Issue 30, point 5: a second run (new or `--resume`) on a folder that a live run holds is
+    refused in one line naming the holder, before it writes anything; once the holder is gone,
+    even by SIGKILL, the folder is free again."""
+    folder = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(folder)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        argv = ["train", "--train", DATA, "--output", str(folder), "--config", "tiny"]
+        assert main([*argv, "--steps", "1"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert f"{folder} is used by another training run (process {holder.pid} on" in err, err
+        assert len(err.splitlines()) == 1
+        assert sorted(p.name for p in folder.iterdir()) == [".run.lock"]  # nothing written
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    assert main([*argv, "--steps", "1", "--batch-size", "2"]) == 0
+    assert (folder / "lm_weights.hdf5").is_file()
