@@ -2,9 +2,10 @@
 
 ```
 run/
-  training_config.json   the configuration, seed, tokenization mode, carry_state, train files,
-                         vocabulary settings, where the weights started (`init_from`), the
-                         frozen-biLM steps, and the overrides applied when resuming
+  training_config.json   the configuration, seed, tokenization mode, carry_state, train files
+                         (and each file's absolute path, size and sha256), vocabulary settings
+                         and the vocabulary's sha256, where the weights started (`init_from`),
+                         the frozen-biLM steps, and the overrides applied when resuming
   vocab.txt              the vocabulary (bilm-tf format)
   checkpoints/ckpt-N.*   rotated checkpoints (weights, optimizer, step, LSTM state):
                          `tf.train.Checkpoint`s (TensorFlow) or `ckpt-N.npz` files (JAX)
@@ -38,6 +39,8 @@ _OPTIONAL_KEYS = {
     "freeze_bilm_steps": 0,
     "data_start_step": 0,
     "overrides": [],
+    "train_fingerprint": None,
+    "vocab_sha256": None,
 }
 # What each saved key must be: (a check, the expected value in words).
 _KEY_TYPES = {
@@ -56,6 +59,11 @@ _KEY_TYPES = {
     "freeze_bilm_steps": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
     "data_start_step": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
     "overrides": (lambda v: isinstance(v, list), "a list"),
+    "train_fingerprint": (
+        lambda v: v is None or (isinstance(v, list) and all(isinstance(x, dict) for x in v)),
+        "null or a list of objects",
+    ),
+    "vocab_sha256": (lambda v: v is None or isinstance(v, str), "null or a string"),
 }
 
 
@@ -205,3 +213,36 @@ def lock_run(run_dir):
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def text_fingerprint(train_files):
+    """What a run's training text is: each matched file's absolute path, size and sha256."""
+    from elmo_keras.download import file_sha256  # noqa: PLC0415
+    from elmo_keras.training.data import expand_files  # noqa: PLC0415
+
+    return [
+        {"path": os.path.abspath(p), "size": os.path.getsize(p), "sha256": file_sha256(p)}
+        for p in expand_files(train_files)
+    ]
+
+
+def vocabulary_sha256(vocabulary):
+    """The sha256 of a vocabulary's tokens in order (what the softmax's rows follow)."""
+    import hashlib  # noqa: PLC0415
+
+    return hashlib.sha256("\n".join(vocabulary.tokens).encode("utf-8")).hexdigest()
+
+
+def fingerprint_changes(saved, current):
+    """One phrase per difference between two `text_fingerprint`s, or [] when they agree."""
+    before = {f["path"]: f for f in saved}
+    after = {f["path"]: f for f in current}
+    out = [f"{p} is gone" for p in before if p not in after]
+    out += [f"{p} is new" for p in after if p not in before]
+    for path in before.keys() & after.keys():
+        old, new = before[path], after[path]
+        if old["size"] != new["size"]:
+            out.append(f"{path} changed (size {old['size']} -> {new['size']} bytes)")
+        elif old["sha256"] != new["sha256"]:
+            out.append(f"{path} changed (same size, other content)")
+    return sorted(out)

@@ -21,8 +21,15 @@ from elmo_keras.training.init_source import (
     start_config,
     vocabulary_conflicts,
 )
-from elmo_keras.training.model_files import OPTIONS_FILE, SOFTMAX_FILE, WEIGHTS_FILE
-from elmo_keras.training.run_folder import CONFIG_FILE, has_checkpoints, load_run
+from elmo_keras.training.model_files import OPTIONS_FILE, SOFTMAX_FILE, VOCAB_FILE, WEIGHTS_FILE
+from elmo_keras.training.run_folder import (
+    CONFIG_FILE,
+    fingerprint_changes,
+    has_checkpoints,
+    load_run,
+    text_fingerprint,
+    vocabulary_sha256,
+)
 from elmo_keras.training.training_run import (
     CONFIG_KEYS,
     NEW_RUN_DEFAULTS,
@@ -38,6 +45,7 @@ _SAVED_FIELDS = SAVED_KEYS
 # After overriding these, the data starts again from its beginning at the resumed step.
 _DATA_CHANGES = (
     "train_files",
+    "train_text",
     "seed",
     "tokenization_mode",
     "batch_size",
@@ -167,6 +175,8 @@ def _new_run(run):
         "freeze_bilm_steps": run.freeze_bilm_steps,
         "data_start_step": 0,
         "overrides": [],
+        "train_fingerprint": text_fingerprint(run.train_files),
+        "vocab_sha256": vocabulary_sha256(vocabulary),
     }
     return RunPlan(run, config, vocabulary, settings, source)
 
@@ -193,8 +203,11 @@ class _Difference:
     saved: object
     given: object
     fixed: bool = False  # the checkpoint fixes it: never overridden
+    note: str | None = None  # what to say instead of the two values
 
     def text(self):
+        if self.note is not None:
+            return self.note
         key = self.name.removeprefix("config.") + " " if self.name.startswith("config.") else ""
         return f"{key}{self.given!r} (saved: {self.saved!r})" + (" [fixed]" if self.fixed else "")
 
@@ -207,7 +220,12 @@ def _resumed_run(run):
             + _escaped(f"{output_dir} ({output_dir / CONFIG_FILE} not found)")
         )
     saved, vocabulary = load_run(output_dir)
+    _check_vocabulary(saved, vocabulary, output_dir)
     differences = _differences(run, saved, vocabulary)
+    recorded = run.train_files is None and saved["train_fingerprint"] is not None
+    if recorded:  # the recorded absolute paths: the run resumes from any working directory
+        run = dataclasses.replace(run, train_files=[f["path"] for f in saved["train_fingerprint"]])
+    differences += _text_changes(run, saved, recorded)
     if differences and (not run.override or any(d.fixed for d in differences)):
         where = str(output_dir / CONFIG_FILE).replace("{", "{{").replace("}", "}}")
         how = "pass {override} to apply them"
@@ -222,15 +240,48 @@ def _resumed_run(run):
     for d in differences:
         if d.name.startswith("config.") or d.name in FLAG_KEYS:
             config[FLAG_KEYS.get(d.name, d.name.removeprefix("config."))] = d.given
-        else:
+        elif d.name in _SAVED_FIELDS:
             saved[_SAVED_FIELDS[d.name]] = d.given
     saved["config"] = config = normalize_config(config)
+    if saved["train_fingerprint"] is not None and any(
+        d.field == "train_files" for d in differences
+    ):
+        saved["train_fingerprint"] = text_fingerprint(run.train_files)  # from now on
     skip = ("state",) if config["batch_size"] != old["batch_size"] else ()
     skip += ("optimizer",) if config["optimizer"] != old["optimizer"] else ()
     run = _with_defaults(run, {name: saved[key] for name, key in _SAVED_FIELDS.items()})
     run = _with_defaults(run, NEW_RUN_DEFAULTS)
     changes = {d.name: (d.saved, d.given) for d in differences}
     return RunPlan(run, config, vocabulary, saved, None, changes, skip)
+
+
+def _check_vocabulary(saved, vocabulary, output_dir):
+    """vocab.txt must be the run's: the checkpoint's softmax rows follow its order."""
+    if saved["vocab_sha256"] is not None and vocabulary_sha256(vocabulary) != saved["vocab_sha256"]:
+        raise SettingError(
+            "{resume}: "
+            + _escaped(output_dir / VOCAB_FILE)
+            + " changed since the run started (its sha256 differs from the one in "
+            + CONFIG_FILE
+            + "); the checkpoint's softmax rows follow the saved vocabulary: put it back"
+        )
+
+
+def _text_changes(run, saved, recorded):
+    """The training text's files changed under the same setting (content, size, files);
+    `recorded`: `run.train_files` are the recorded paths."""
+    if saved["train_fingerprint"] is None:
+        return []  # a run folder of an older version
+    if not recorded and not _same_files(run.train_files, saved["train"]):
+        return []  # other files given: `_differences` says so
+    try:
+        changes = fingerprint_changes(saved["train_fingerprint"], text_fingerprint(run.train_files))
+    except ValueError:  # the files are gone
+        changes = ["no file matches any more"]
+    if not changes:
+        return []
+    note = "changed since the run started: " + "; ".join(changes)
+    return [_Difference("train_text", "train_files", "recorded", "changed", note=note)]
 
 
 def _differences(run, saved, vocabulary):

@@ -369,3 +369,50 @@ def test_a_run_folder_is_locked_for_the_life_of_its_run(tmp_path, capsys):
         holder.wait(timeout=30)
     assert main([*argv, "--steps", "1", "--batch-size", "2"]) == 0
     assert (folder / "lm_weights.hdf5").is_file()
+
+
+def _short_run(folder, data, *flags):
+    argv = ["train", "--train", str(data), "--output", str(folder), "--config", "tiny"]
+    return main([*argv, "--batch-size", "2", "--steps", "2", "--checkpoint-every", "1", *flags])
+
+
+def test_resume_refuses_a_changed_text_or_vocabulary(tmp_path, capsys):
+    """Issue 30, point 6: `--resume` accepted changed training text and a vocab.txt with two
+    lines swapped without a word. The run records each file's path, size and sha256 and the
+    vocabulary's sha256: a changed text is refused (or, with `--override`, recorded and the data
+    restarts); a changed vocabulary is refused always."""
+    data = tmp_path / "text.txt"
+    shutil.copy(DATA, data)
+    folder = tmp_path / "run"
+    assert _short_run(folder, data) == 0
+    capsys.readouterr()
+    data.write_text(data.read_text()[:-40], encoding="utf-8")
+    resume = ["train", "--output", str(folder), "--steps", "3", "--resume"]
+    assert main(resume) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--train changed since the run started: {data} changed (size" in err, err
+    assert "pass --override" in err and len(err.splitlines()) == 1
+    assert main([*resume, "--override"]) == 0
+    saved = json.loads((folder / "training_config.json").read_text())
+    assert saved["data_start_step"] == 2 and "train_text" in saved["overrides"][-1]
+    assert saved["train_fingerprint"][0]["size"] == data.stat().st_size
+    capsys.readouterr()
+    vocab = folder / "vocab.txt"
+    lines = vocab.read_text().splitlines()
+    lines[3], lines[4] = lines[4], lines[3]
+    vocab.write_text("\n".join(lines) + "\n")
+    assert main(["train", "--output", str(folder), "--steps", "4", "--resume", "--override"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "vocab.txt changed since the run started" in err and "put it back" in err, err
+
+
+def test_resume_from_another_working_directory(tmp_path, monkeypatch, capsys):
+    """Issue 30, point 6: a run started with a relative `--train` resumes from any folder (the
+    recorded absolute paths are used)."""
+    (tmp_path / "corpus").mkdir()
+    shutil.copy(DATA, tmp_path / "corpus" / "text.txt")
+    monkeypatch.chdir(tmp_path / "corpus")
+    assert _short_run(tmp_path / "run", "text.txt") == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--output", "run", "--steps", "3", "--resume"]) == 0
+    assert "trained 3 steps" in capsys.readouterr().out

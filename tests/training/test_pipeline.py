@@ -117,6 +117,8 @@ def test_run_folder_round_trip(tmp_path):
         "freeze_bilm_steps": 3,
         "data_start_step": 0,
         "overrides": [],
+        "train_fingerprint": [{"path": "/data/a.txt", "size": 10, "sha256": "ab" * 32}],
+        "vocab_sha256": "cd" * 32,
     }
     save_run(tmp_path, written, vocabulary)
     settings, loaded = load_run(tmp_path)
