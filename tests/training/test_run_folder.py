@@ -1,0 +1,119 @@
+"""Run folders (issue 30): one run per folder, no model overwritten, and `--resume` checks the
+training text and the vocabulary it started with. Real processes where a race is the point."""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+
+from elmo_keras.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DATA = str(ROOT / "tests" / "fixtures" / "bilm_tf" / "train" / "data.txt")
+
+
+def test_a_new_run_refuses_a_folder_holding_a_model(tmp_path, capsys):
+    """Issue 30, point 3: `train --output` into a model folder (options.json, lm_weights.hdf5)
+    overwrote them without asking; now it is one line naming the folder and its files, and
+    nothing there changes."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("options.json", "lm_weights.hdf5", "vocab.txt"):
+        (folder / name).write_text(name)
+    argv = ["train", "--train", DATA, "--output", str(folder), "--config", "tiny", "--steps", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "already holds a model (options.json, lm_weights.hdf5)" in err, err
+    assert "choose a new --output" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "lm_weights.hdf5",
+        "options.json",
+        "vocab.txt",
+    ]
+    assert all((folder / name).read_text() == name for name in ("options.json", "vocab.txt"))
+
+
+_HOLDER = """
+import sys, time
+from elmo_keras.training.run_folder import lock_run
+with lock_run(sys.argv[1]):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_run_folder_is_locked_for_the_life_of_its_run(tmp_path, capsys):
+    """Issue 30, point 5: a second run (new or `--resume`) on a folder that a live run holds is
+    refused in one line naming the holder, before it writes anything; once the holder is gone,
+    even by SIGKILL, the folder is free again."""
+    folder = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(folder)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        argv = ["train", "--train", DATA, "--output", str(folder), "--config", "tiny"]
+        assert main([*argv, "--steps", "1"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert f"{folder} is used by another training run (process {holder.pid} on" in err, err
+        assert len(err.splitlines()) == 1
+        assert sorted(p.name for p in folder.iterdir()) == [".run.lock"]  # nothing written
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    assert main([*argv, "--steps", "1", "--batch-size", "2"]) == 0
+    assert (folder / "lm_weights.hdf5").is_file()
+
+
+def _short_run(folder, data, *flags):
+    argv = ["train", "--train", str(data), "--output", str(folder), "--config", "tiny"]
+    return main([*argv, "--batch-size", "2", "--steps", "2", "--checkpoint-every", "1", *flags])
+
+
+def test_resume_refuses_a_changed_text_or_vocabulary(tmp_path, capsys):
+    """Issue 30, point 6: `--resume` accepted changed training text and a vocab.txt with two
+    lines swapped without a word. The run records each file's path, size and sha256 and the
+    vocabulary's sha256: a changed text is refused (or, with `--override`, recorded and the data
+    restarts); a changed vocabulary is refused always."""
+    data = tmp_path / "text.txt"
+    shutil.copy(DATA, data)
+    folder = tmp_path / "run"
+    assert _short_run(folder, data) == 0
+    capsys.readouterr()
+    data.write_text(data.read_text()[:-40], encoding="utf-8")
+    resume = ["train", "--output", str(folder), "--steps", "3", "--resume"]
+    assert main(resume) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--train changed since the run started: {data} changed (size" in err, err
+    assert "pass --override" in err and len(err.splitlines()) == 1
+    assert main([*resume, "--override"]) == 0
+    saved = json.loads((folder / "training_config.json").read_text())
+    assert saved["data_start_step"] == 2 and "train_text" in saved["overrides"][-1]
+    assert saved["train_fingerprint"][0]["size"] == data.stat().st_size
+    capsys.readouterr()
+    vocab = folder / "vocab.txt"
+    lines = vocab.read_text().splitlines()
+    lines[3], lines[4] = lines[4], lines[3]
+    vocab.write_text("\n".join(lines) + "\n")
+    assert main(["train", "--output", str(folder), "--steps", "4", "--resume", "--override"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "vocab.txt changed since the run started" in err and "put it back" in err, err
+
+
+def test_resume_from_another_working_directory(tmp_path, monkeypatch, capsys):
+    """Issue 30, point 6: a run started with a relative `--train` resumes from any folder (the
+    recorded absolute paths are used)."""
+    (tmp_path / "corpus").mkdir()
+    shutil.copy(DATA, tmp_path / "corpus" / "text.txt")
+    monkeypatch.chdir(tmp_path / "corpus")
+    assert _short_run(tmp_path / "run", "text.txt") == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--output", "run", "--steps", "3", "--resume"]) == 0
+    assert "trained 3 steps" in capsys.readouterr().out
