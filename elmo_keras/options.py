@@ -45,6 +45,20 @@ SECTION_KEYS = {
 DEFAULT_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 
 
+# The largest value each size may take: far above every published model (lstm.dim 4096,
+# projection 512, 2 layers, 2 highways, embedding 16, 50 characters, 2048 filters), and low
+# enough that a mistyped size is one clear error instead of a failed multi-GB allocation.
+LIMITS = {
+    "lstm.dim": 65_536,
+    "lstm.projection_dim": 16_384,
+    "lstm.n_layers": 64,
+    "char_cnn.embedding.dim": 4_096,
+    "char_cnn.n_highway": 64,
+    "char_cnn.max_characters_per_token": 1_000,
+    "char_cnn.filters": 65_536,  # their counts added up
+}
+
+
 def _as_int(value):
     """`value` as an int, or None. JSON has one number type: 64.0 is 64, 64.7 is not an int."""
     if isinstance(value, float) and value.is_integer():
@@ -89,8 +103,12 @@ class _Reader:
                 )
             return default
         value = _as_int(mapping[key])
-        if value is None or value < minimum:
-            self.fail(name, f"an integer >= {minimum}", mapping[key])
+        maximum = LIMITS.get(name)
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            expected = f"an integer >= {minimum}"
+            if maximum is not None:
+                expected = f"an integer in [{minimum}, {maximum:,}]"
+            self.fail(name, expected, mapping[key])
         return value
 
     def clip(self, mapping, key, where):
@@ -152,6 +170,12 @@ def options_to_bilm_kwargs(options, source="options"):
     filters = [[_as_int(w), _as_int(n)] for w, n in raw_filters]
     if any(v is None or v < 1 for pair in filters for v in pair):
         read.fail("char_cnn.filters", "[width, count] pairs of integers >= 1", raw_filters)
+    if sum(n for _, n in filters) > LIMITS["char_cnn.filters"] or len(filters) > 64:
+        read.fail(
+            "char_cnn.filters",
+            f"at most 64 pairs whose counts add up to at most {LIMITS['char_cnn.filters']:,}",
+            raw_filters if len(raw_filters) <= 8 else f"{len(raw_filters)} pairs",
+        )
     projection_dim = read.integer(lstm, "projection_dim", "lstm.")
     if sum(n for _, n in filters) == projection_dim:
         raise ValueError(

@@ -133,9 +133,15 @@ _CHAR_CNN_DEFAULTS = {
 }
 
 
+# The largest global batch (rows) and window (tokens): bilm-tf ran 128 rows per GPU; a larger
+# value is a typo, refused in one line rather than by a failed allocation.
+MAX_BATCH_SIZE = 65_536
+MAX_UNROLL_STEPS = 10_000
+
+
 def _check_training_keys(config):
-    check_int("batch_size", config["batch_size"])
-    check_int("unroll_steps", config["unroll_steps"])
+    check_int("batch_size", config["batch_size"], maximum=MAX_BATCH_SIZE)
+    check_int("unroll_steps", config["unroll_steps"], maximum=MAX_UNROLL_STEPS)
     check_int("n_epochs", config["n_epochs"])
     check_number(
         "dropout", config.get("dropout", 0.0), minimum=0.0, maximum=1.0, include_maximum=False

@@ -20,7 +20,7 @@ import re
 import warnings
 
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES
-from elmo_keras.training.configs import CONFIGS
+from elmo_keras.training.configs import CONFIGS, MAX_BATCH_SIZE
 from elmo_keras.training.distribute import STRATEGIES
 from elmo_keras.validation import check_choice, check_int, check_number
 
@@ -86,6 +86,7 @@ class Setting:
         negated: bool. A `--no-...` switch: given means False.
         metavar: str or None.
         fixed: bool. With `saved`: the checkpoint fixes it (a resumed run cannot change it).
+        maximum: int or None. The largest value of an `"int"` setting.
         config_key: str or None. The configuration key the setting overrides.
         saved_as: str or None. Its key in training_config.json, when not its name.
     """
@@ -101,6 +102,7 @@ class Setting:
     negated: bool = False
     metavar: str | None = None
     fixed: bool = False
+    maximum: int | None = None
     config_key: str | None = None
     saved_as: str | None = None
 
@@ -136,7 +138,7 @@ SETTINGS = (
     Setting("steps", None, "int", "The global step to stop at", "--steps"),
     Setting("epochs", None, "int", "Passes over the training data", "--epochs"),
     Setting("batch_size", None, "int", "Global batch (rows of windows); overrides the "
-            "configuration's", "--batch-size", config_key="batch_size"),
+            "configuration's", "--batch-size", config_key="batch_size", maximum=MAX_BATCH_SIZE),
     Setting("strategy", "auto", "strategy", "auto: every local GPU (TensorFlow) or every JAX "
             "device; default: one device; mirrored; multi-worker (TF_CONFIG, or JAX's "
             "processes); in Python also a tf.distribute.Strategy", "--strategy",
@@ -232,7 +234,7 @@ def check_setting(name, value):
         return value  # not given (train_files: checked with `resume` by `_check_run`)
     try:
         if kind == "int":
-            check_int(name, value)
+            check_int(name, value, maximum=setting.maximum)
         elif kind == "count":
             check_int(name, value, minimum=0)
         elif kind == "number":

@@ -169,7 +169,10 @@ def test_config_checks():
     with pytest.raises(ValueError, match="char_cnn.filters"):
         configs.get_config(broken)
     for key, value, message in [
-        ("batch_size", 0, "`batch_size` must be an integer >= 1. Received: batch_size=0"),
+        ("batch_size", 0, "`batch_size` must be an integer in [1, 65536]. Received: batch_size=0"),
+        # Issue 30, point 9: a typo'd size is one line, not a failed multi-GB allocation.
+        ("batch_size", 10**9, "`batch_size` must be an integer in [1, 65536]. Received: "),
+        ("unroll_steps", 10**7, "`unroll_steps` must be an integer in [1, 10000]. Received: "),
         ("dropout", 1.0, "`dropout` must be a number in [0, 1). Received: dropout=1.0"),
         ("learning_rate", "fast", "`learning_rate` must be a number >= 0"),
     ]:
