@@ -24,14 +24,9 @@ from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.configs import architecture_options, get_config, normalize_config
 from elmo_keras.training.model_files import SOFTMAX_FILE, VOCAB_FILE
 from elmo_keras.training.run_folder import CONFIG_FILE, load_run
-from elmo_keras.training.training_run import SettingsConflict
+from elmo_keras.training.training_run import SettingsConflict, escaped
 
 KINDS = ("run", "preset", "files")
-
-
-def _escaped(text):
-    """`text` safe inside a `SettingsConflict` template."""
-    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +181,7 @@ def start_config(source, config=None):
         if differences:
             raise SettingsConflict(
                 "{init_from}: the architecture is the source's ("
-                + _escaped(source.options)
+                + escaped(source.options)
                 + "), leave {config} out or give one with that architecture",
                 [("config", ", ".join(differences))],
             )

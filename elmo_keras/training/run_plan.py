@@ -36,6 +36,7 @@ from elmo_keras.training.training_run import (
     SAVED_KEYS,
     SettingError,
     SettingsConflict,
+    escaped,
 )
 
 # `TrainingRun` fields that set a configuration key (`training_run.SETTINGS`).
@@ -101,13 +102,9 @@ def plan_run(run):
                 expand_files(value)
             except ValueError:
                 raise SettingError(
-                    "{" + name + "} matches no file. Received: " + _escaped(repr(value))
+                    "{" + name + "} matches no file. Received: " + escaped(repr(value))
                 ) from None
     return _resumed_run(run) if run.resume else _new_run(run)
-
-
-def _escaped(text):
-    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 def _with_defaults(run, values):
@@ -133,7 +130,7 @@ def _new_run(run):
     output_dir = pathlib.Path(run.output_dir)
     if has_checkpoints(output_dir):
         raise SettingError(
-            _escaped(output_dir) + " already holds checkpoints: pass {resume} to continue that "
+            escaped(output_dir) + " already holds checkpoints: pass {resume} to continue that "
             "run, or choose a new {output_dir}"
         )
     # A finished model's files (vocab.txt alone is a run that stopped before its first
@@ -143,7 +140,7 @@ def _new_run(run):
     ]
     if written:
         raise SettingError(
-            _escaped(output_dir) + f" already holds a model ({', '.join(written)}), which a "
+            escaped(output_dir) + f" already holds a model ({', '.join(written)}), which a "
             "new run would overwrite: choose a new {output_dir}"
         )
     source = None
@@ -217,7 +214,7 @@ def _resumed_run(run):
     if not (output_dir / CONFIG_FILE).is_file():
         raise SettingError(
             "{resume}: no previous run in "
-            + _escaped(f"{output_dir} ({output_dir / CONFIG_FILE} not found)")
+            + escaped(f"{output_dir} ({output_dir / CONFIG_FILE} not found)")
         )
     saved, vocabulary = load_run(output_dir)
     _check_vocabulary(saved, vocabulary, output_dir)
@@ -260,7 +257,7 @@ def _check_vocabulary(saved, vocabulary, output_dir):
     if saved["vocab_sha256"] is not None and vocabulary_sha256(vocabulary) != saved["vocab_sha256"]:
         raise SettingError(
             "{resume}: "
-            + _escaped(output_dir / VOCAB_FILE)
+            + escaped(output_dir / VOCAB_FILE)
             + " changed since the run started (its sha256 differs from the one in "
             + CONFIG_FILE
             + "); the checkpoint's softmax rows follow the saved vocabulary: put it back"

@@ -10,6 +10,7 @@ a callback); the subclasses supply the backend's parts: the variables (`model`, 
 Imports neither TensorFlow nor JAX.
 """
 
+import abc
 import dataclasses
 import pathlib
 import sys
@@ -22,7 +23,7 @@ from elmo_keras.training.metrics import MetricsLogger
 from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
 from elmo_keras.training.stopping import StopRequests, stop_reason
 from elmo_keras.training.training_run import SettingError, check_setting
-from elmo_keras.validation import check_choice, check_int, renamed_argument
+from elmo_keras.validation import renamed_argument
 
 
 def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every):
@@ -54,7 +55,7 @@ class _Fit:
     requests: StopRequests
 
 
-class TrainerBase:
+class TrainerBase(abc.ABC):
     """The settings, loop, evaluation and output of both trainers (see the module docstring).
 
     `trainer.data_start_step` (0): the step at which the training data began; `fit` skips
@@ -90,8 +91,8 @@ class TrainerBase:
         self.config["n_tokens_vocab"] = len(vocabulary)
         self.seed = int(seed)
         self.carry_state = bool(carry_state)
-        self.mixed_precision = check_choice("mixed_precision", mixed_precision, (None, "bfloat16"))
-        self.freeze_bilm_steps = check_int("freeze_bilm_steps", freeze_bilm_steps, minimum=0)
+        self.mixed_precision = check_setting("mixed_precision", mixed_precision)
+        self.freeze_bilm_steps = check_setting("freeze_bilm_steps", freeze_bilm_steps) or 0
         self.tf32 = check_setting("tf32", tf32)
         self.data_start_step = 0
         self.batch_size = int(self.config["batch_size"])
@@ -117,30 +118,34 @@ class TrainerBase:
     # ---------------------------------------------------------------- the backend's parts
 
     @property
+    @abc.abstractmethod
     def global_step(self):
         """The number of steps taken (restored with a checkpoint), a Python int."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _batches(self, train, epochs, tokenization_mode, shuffle_buffer, skip):
         """An iterator of `(batch, epoch)` for this process, `skip` global batches in."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _run_step(self, batch, requests):
         """One global step: returns its logs (`metrics.step_logs`) and the stop votes of all
         workers."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _manager(self, directory, keep):
-        raise NotImplementedError
+        """The backend's checkpoint manager for `directory`, keeping `keep` checkpoints."""
 
+    @abc.abstractmethod
     def save_checkpoint(self, manager):
-        raise NotImplementedError
+        """Saves a checkpoint numbered by the step; returns its path."""
 
+    @abc.abstractmethod
     def save_unless_saved(self, manager):
-        raise NotImplementedError
+        """Saves the current step unless the newest checkpoint holds it."""
 
+    @abc.abstractmethod
     def _restore_latest(self, checkpoint_dir, skip):
-        raise NotImplementedError
+        """Restores the newest readable checkpoint: `(path or None, skipped)`."""
 
     def restore(self, checkpoint_dir, skip=()):
         """Restores the newest readable checkpoint of `checkpoint_dir`; returns its path or None.

@@ -27,6 +27,11 @@ from elmo_keras.validation import check_choice, check_int, check_number
 _NOT_SAVED = object()
 
 
+def escaped(text):
+    """`text` for a `SettingError` template: its braces are not placeholders."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
 class SettingError(ValueError):
     """A setting's wrong value, or settings that do not go together, in one line.
 
@@ -217,7 +222,7 @@ SAVED_KEYS = {
 
 def _field_message(name, error):
     """A `validation` check's message with `{name}` placeholders for the setting."""
-    text = str(error).replace("{", "{{").replace("}", "}}")
+    text = escaped(error)
     text = text.replace(f"`{name}`", "{" + name + "}")
     return re.sub(rf"\b{re.escape(name)}=", "{" + name + "__bare}=", text)
 
@@ -272,7 +277,7 @@ def _check_config(value):
     if not _is_path(value):
         raise SettingError(
             "{config} must be a configuration name, a JSON file or a dict. Received: "
-            + repr(value).replace("{", "{{").replace("}", "}}")
+            + escaped(repr(value))
         )
     if os.fspath(value) not in CONFIGS and not os.path.isfile(value):
         raise SettingError(
