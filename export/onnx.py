@@ -117,6 +117,13 @@ def _convert(tf2onnx, function, signature, opset):
 
 def _metadata(module, stateful, input_form, extra=None):
     import elmo_keras  # noqa: PLC0415
+    from elmo_keras.text.char_ids import (  # noqa: PLC0415
+        BOS_CHAR_ID,
+        BOW_CHAR_ID,
+        EOS_CHAR_ID,
+        EOW_CHAR_ID,
+        PAD_CHAR_ID,
+    )
 
     layer_outputs = [f"lstm_outputs{k}" for k in range(1, module.n_layers + 1)]
     outputs = ["word_emb", *layer_outputs, "elmo", "default", "sequence_len"]
@@ -134,7 +141,17 @@ def _metadata(module, stateful, input_form, extra=None):
         "input_form": input_form,
         "inputs": json.dumps(inputs + ["state_h", "state_c"] if stateful else inputs),
         "outputs": json.dumps(outputs),
-        "char_id_convention": "inference: 0 = padding token, byte b -> b + 1, BOW 259, EOW 260",
+        "char_id_convention": (
+            f"inference: a token is [BOW, byte + 1 for each UTF-8 byte, EOW] filled to "
+            f"max_characters_per_token with PAD; a padding token is all 0; BOW {BOW_CHAR_ID}, "
+            f"EOW {EOW_CHAR_ID}, PAD {PAD_CHAR_ID}, <S> [BOW, {BOS_CHAR_ID}, EOW, PAD...], "
+            f"</S> [BOW, {EOS_CHAR_ID}, EOW, PAD...]"
+        ),
+        "char_id_bow": str(BOW_CHAR_ID),
+        "char_id_eow": str(EOW_CHAR_ID),
+        "char_id_pad": str(PAD_CHAR_ID),
+        "char_id_bos": str(BOS_CHAR_ID),
+        "char_id_eos": str(EOS_CHAR_ID),
     }
     for key, value in (extra or {}).items():
         metadata[str(key)] = str(value)

@@ -28,7 +28,7 @@ def add_parser(subparsers):
         "--preset",
         metavar="NAME",
         help="a named biLM: small, medium, original, original_5.5b (downloaded once into the "
-        "cache), tiny (packaged), or a model folder; see `elmo-keras presets`",
+        "cache), mini_en and tiny (packaged), or a model folder; see `elmo-keras presets`",
     )
     parser.add_argument("--output", required=True, help="the export folder to create")
     parser.add_argument(

@@ -8,8 +8,8 @@ COLUMNS = ("name", "cell", "proj", "layers", "highway", "params", "cached", "tra
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "presets",
-        help="list the named biLMs that --preset takes (AllenNLP's published ELMo models and the "
-        "packaged tiny one)",
+        help="list the named biLMs that --preset takes (AllenNLP's four published ELMo models and "
+        "the packaged mini_en and tiny)",
         description="Lists the presets: their sizes, what they were trained on, whether they are "
         "in the cache already, and where they come from. With NAME, downloads that preset into "
         "the cache if needed ($ELMO_KERAS_CACHE, else ~/.cache/elmo-keras) and prints the local "

@@ -192,8 +192,10 @@ SETTINGS = (
             "tokens only", "--eval-max-tokens"),
     Setting("verbose", True, "bool", "Print what happens"),
     Setting("init_from", None, "init_from", "Start from a trained biLM: a run folder (its "
-            "vocabulary and softmax come along), a preset name, or in Python an (options, "
-            "weights) pair of paths or URLs (a new softmax)", "--init-from", metavar="SOURCE"),
+            "vocabulary and softmax come along), a preset name (mini_en brings its vocabulary and "
+            "softmax; the published presets hold none: a new softmax over the text's "
+            "vocabulary), or in Python an (options, weights) pair of paths or URLs (a new "
+            "softmax)", "--init-from", metavar="SOURCE"),
     Setting("new_vocab", False, "bool", "With a run folder as init_from: a new vocabulary and "
             "softmax for the new text", "--new-vocab"),
     Setting("freeze_bilm_steps", None, "count", "With init_from: train only the softmax for "

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from export_helpers import SENTENCES, assert_outputs_close, keras_outputs
 
-from elmo_keras.text.char_ids import batch_to_char_ids
+from elmo_keras.text.char_ids import batch_to_char_ids, bos_char_ids, token_to_char_ids
 
 
 def _run(path, feeds):
@@ -65,6 +65,14 @@ def test_model_is_valid_with_dynamic_axes_and_metadata(exported):
     assert metadata["elmo_keras_version"]
     assert metadata["input_form"] == "token_index"
     assert json.loads(metadata["inputs"]) == ["token_char_ids", "token_index"]
+    # A client without elmo-keras builds character ids from the metadata alone: bilm-tf's
+    # inference convention, PAD included (filling with 0 instead changes the outputs).
+    bow, eow, pad, bos = (int(metadata[f"char_id_{k}"]) for k in ("bow", "eow", "pad", "bos"))
+    width = int(metadata["max_characters_per_token"])
+    word = [bow, *(b + 1 for b in "café".encode()), eow]
+    np.testing.assert_array_equal(token_to_char_ids("café"), word + [pad] * (width - len(word)))
+    np.testing.assert_array_equal(bos_char_ids(), [bow, bos, eow] + [pad] * (width - 3))
+    assert f"PAD {pad}" in metadata["char_id_convention"]
 
 
 @pytest.mark.parametrize("name", ["bilm_tf", "allennlp"])
