@@ -28,7 +28,8 @@ def add_parser(subparsers):
         "--preset",
         metavar="NAME",
         help="a named biLM (Keras backend): small, medium, original, original_5.5b (downloaded "
-        "once into the cache), mini_en and tiny (packaged), or a model folder; see `elmo-keras presets`",
+        "once into the cache), mini_en and tiny (packaged), or a model folder; see "
+        "`elmo-keras presets`",
     )
     parser.add_argument("--input", required=True, help="text file, one sentence per line")
     parser.add_argument("--output", required=True, help="hdf5 file to write")
