@@ -13,44 +13,43 @@ def _one_line(capsys, command):
     return err
 
 
-@pytest.mark.parametrize(
-    ("flag", "kind", "message"),
-    [
-        ("--options", "missing", "--options: file not found: "),
-        ("--weights", "missing", "--weights: file not found: "),
-        ("--options", "folder", "--options must be a file, not a folder. Received: "),
-    ],
-)
+MODEL_FILE_CASES = [  # (flag, what it names, the message)
+    ("--options", "missing", "--options: file not found: "),
+    ("--weights", "missing", "--weights: file not found: "),
+    ("--options", "folder", "--options must be a file, not a folder. Received: "),
+]
+
+
 @pytest.mark.parametrize("command", ["embed", "export"])
-def test_a_model_file_named_by_a_flag_is_a_usage_error(
-    command, flag, kind, message, tmp_path, capsys
-):
+def test_a_model_file_named_by_a_flag_is_a_usage_error(command, tmp_path, capsys):
     text = tmp_path / "in.txt"
     text.write_text("a b\n", encoding="utf-8")
-    files = {"--options": text, "--weights": text}  # there, but never read: the check is first
-    files[flag] = tmp_path / "nope" if kind == "missing" else tmp_path
-    argv = [command, "--options", str(files["--options"]), "--weights", str(files["--weights"])]
-    if command == "embed":
-        argv += ["--input", str(text), "--output", str(tmp_path / "out.hdf5")]
-    else:
-        argv += ["--output", str(tmp_path / "export")]
-    assert main(argv) == 2
-    assert message in _one_line(capsys, command)
-    assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "export").exists()
+    for flag, kind, message in MODEL_FILE_CASES:
+        files = {"--options": text, "--weights": text}  # there, never read: the check is first
+        files[flag] = tmp_path / "nope" if kind == "missing" else tmp_path
+        argv = [command, "--options", str(files["--options"])]
+        argv += ["--weights", str(files["--weights"])]
+        if command == "embed":
+            argv += ["--input", str(text), "--output", str(tmp_path / "out.hdf5")]
+        else:
+            argv += ["--output", str(tmp_path / "export")]
+        assert main(argv) == 2, (flag, kind)
+        assert message in _one_line(capsys, command)
+        assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "export").exists()
 
 
-@pytest.mark.parametrize("flag", ["--vocab", "--init-options", "--init-weights"])
-def test_a_training_file_named_by_a_flag_is_a_usage_error(flag, tmp_path, capsys):
+def test_a_training_file_named_by_a_flag_is_a_usage_error(tmp_path, capsys):
     text = tmp_path / "in.txt"
     text.write_text("a b\n", encoding="utf-8")
     argv = ["train", "--train", str(text), "--output", str(tmp_path / "run"), "--steps", "1"]
     partner = {"--init-options": "--init-weights", "--init-weights": "--init-options"}
-    argv += [flag, str(tmp_path / "nope")]
-    if flag in partner:  # the other file of the pair is there
-        argv += [partner[flag], str(text)]
-    assert main(argv) == 2
-    assert f"{flag}: file not found: " in _one_line(capsys, "train")
-    assert not (tmp_path / "run").exists()
+    for flag in ("--vocab", "--init-options", "--init-weights"):
+        given = [flag, str(tmp_path / "nope")]
+        if flag in partner:  # the other file of the pair is there
+            given += [partner[flag], str(text)]
+        assert main([*argv, *given]) == 2, flag
+        assert f"{flag}: file not found: " in _one_line(capsys, "train")
+        assert not (tmp_path / "run").exists()
 
 
 def test_an_onnx_model_path_that_is_missing_or_a_folder_is_a_usage_error(tmp_path, capsys):
