@@ -31,5 +31,5 @@ def require_tensorflow_backend(owner):
         raise RuntimeError(
             f"`{owner}` needs the TensorFlow backend (KERAS_BACKEND=tensorflow); received "
             f"backend {backend!r}. The layers, `BiLM`, `ElmoEmbedding` on character ids and "
-            "`BiLMEmbedder` run on every backend (see docs/backends.md)."
+            "`BiLMEmbedder` run on every backend (the README's Backends section)."
         )

@@ -11,9 +11,12 @@ C++ straight to file descriptor 2 (start-up lines, "failed call to cuInit", oneD
 `sys.stderr` keeps the terminal, and it is shown only if the command fails unexpectedly. Python
 log records below ERROR (ONNX Runtime's quantizer, TensorFlow's Python logger) are dropped too.
 
-Exit codes: 0 success, 1 bad input (a missing or malformed file) or a failed write (a full
-disk), 2 a usage mistake or a missing optional dependency (one line naming the
-`pip install "elmo-keras[...]"` that brings it), 130 interrupted (Ctrl-C). SIGTERM and SIGHUP
+Exit codes: 0 success (also when the reader of standard output went away: `elmo-keras presets |
+head -1`); 1 a failure: a file that cannot be read as what it should be (malformed, damaged), a
+failed download or write (a full disk); 2 a usage mistake: a bad or missing flag, a file or
+folder named on the command line that does not exist or is of the wrong kind, an existing
+output without `--overwrite`, or a missing optional dependency (one line naming the
+`pip install "elmo-keras[...]"` that brings it); 130 interrupted (Ctrl-C). SIGTERM and SIGHUP
 end the command by that signal (a shell reports 143 and 129) once the temporary output is
 removed (`elmo_keras.files`).
 """
@@ -25,6 +28,7 @@ import importlib
 import logging
 import os
 import pkgutil
+import select
 import sys
 import tempfile
 
@@ -231,7 +235,10 @@ def _run(args, captured):
     try:
         result = args._run(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
-    except BrokenPipeError:
+    except BrokenPipeError as error:
+        if not _stdout_closed():  # another pipe or socket (a download, a worker): a failure
+            _error(args.command, error)
+            return 1
         # The reader went away (`elmo-keras presets | head -1`): nothing is wrong with the
         # command, so it ends quietly. Standard output is pointed at /dev/null so that the
         # interpreter's own flush at exit finds nothing to complain about.
@@ -263,6 +270,16 @@ def _run(args, captured):
         _show_captured(captured)
         raise
     return int(result or 0)
+
+
+def _stdout_closed():
+    """Whether standard output is a pipe whose reader has gone (poll reports an error on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture), no poll
+        return False
 
 
 if __name__ == "__main__":

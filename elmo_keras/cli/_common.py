@@ -1,5 +1,7 @@
-"""Helpers shared by the subcommands: input reading, a progress bar."""
+"""Helpers shared by the subcommands: input reading, files named by flags, a progress bar."""
 
+import contextlib
+import os
 import pathlib
 import sys
 import time
@@ -20,22 +22,30 @@ def split_lines(text):
     return [line.removesuffix("\r") for line in lines]
 
 
+STDIN = "-"  # `--input -`: standard input (a file named "-" is `./-`)
+
+
 def iter_lines(path):
     """Yields the lines of a UTF-8 text file, lazily, with the rule of `split_lines`.
 
     A leading UTF-8 byte-order mark is dropped. Only b"\n" ends a line (UTF-8 never uses that
     byte inside a character, so each line decodes on its own), one "\r" before it is dropped,
-    and a final "\n" does not start an extra line. A missing file, a folder, or bytes that are
-    not UTF-8 (named by line and byte) are a `CommandError`.
+    and a final "\n" does not start an extra line. `path` `"-"` reads standard input (left
+    open). A missing file, a folder, or bytes that are not UTF-8 (named by line and byte) are a
+    `CommandError`.
     """
-    path = pathlib.Path(path)
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (closed below, also when the caller stops)
-    except FileNotFoundError:
-        raise CommandError(f"input file not found: {path}") from None
-    except IsADirectoryError:
-        raise CommandError(f"input is a directory, not a file: {path}") from None
-    with handle:
+    if str(path) == STDIN:
+        name, handle = "standard input", contextlib.nullcontext(sys.stdin.buffer)
+    else:
+        path = pathlib.Path(path)
+        name = f"input file {path}"
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 (closed below, also when the caller stops)
+        except FileNotFoundError:
+            raise CommandError(f"input file not found: {path}") from None
+        except IsADirectoryError:
+            raise CommandError(f"input is a directory, not a file: {path}") from None
+    with handle as handle:
         offset = 0
         for number, raw in enumerate(handle):
             start = 3 if number == 0 and raw.startswith(b"\xef\xbb\xbf") else 0
@@ -45,7 +55,7 @@ def iter_lines(path):
                 line = raw[start:].decode("utf-8")
             except UnicodeDecodeError as error:
                 raise CommandError(
-                    f"input file {path} is not UTF-8 text ({error.reason} at byte "
+                    f"{name} is not UTF-8 text ({error.reason} at byte "
                     f"{offset + start + error.start}, line {number + 1})"
                 ) from None
             offset += len(raw)
@@ -84,10 +94,10 @@ def input_sentences(path):
 
     A regular file is read twice: `count_tokens` now, then `sentences`, a lazy
     `iter_sentences(path)`, one line at a time. A pipe (`/dev/stdin`, a FIFO) can be read only
-    once: it is read whole here and `sentences` is a list.
+    once: it is read whole here and `sentences` is a list; so is standard input (`"-"`).
     """
-    path = pathlib.Path(path)
-    if path.is_file() or not path.exists():  # a missing file: `count_tokens` names it
+    regular = str(path) != STDIN and (pathlib.Path(path).is_file() or not os.path.exists(path))
+    if regular:  # a missing file: `count_tokens` names it
         return *count_tokens(path), iter_sentences(path)
     sentences = read_sentences(path)
     return len(sentences), sum(len(s) for s in sentences), sentences
@@ -96,6 +106,19 @@ def input_sentences(path):
 def read_sentences(path):
     """All of `iter_sentences(path)` as a list."""
     return list(iter_sentences(path))
+
+
+def check_input_file(flag, path):
+    """A file named by `flag` that is missing, or a folder, is a usage mistake (`CommandError`,
+    exit code 2) found before any work; `None` and URLs (downloaded later) pass."""
+    from elmo_keras.download import is_url
+
+    if path is None or is_url(str(path)):
+        return
+    if pathlib.Path(path).is_dir():
+        raise CommandError(f"{flag} must be a file, not a folder. Received: {path}")
+    if not pathlib.Path(path).exists():
+        raise CommandError(f"{flag}: file not found: {path}")
 
 
 class Progress:
@@ -126,8 +149,6 @@ class Progress:
 def select_keras_backend(choice):
     """Sets `KERAS_BACKEND` for `--backend tensorflow|jax` (Keras reads it once, when first
     imported); `keras` keeps the environment's. TensorFlow is imported with its logs hidden."""
-    import os
-
     from elmo_keras.cli import import_tensorflow
 
     if choice in ("tensorflow", "jax"):

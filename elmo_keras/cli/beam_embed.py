@@ -16,9 +16,9 @@ def add_parser(subparsers):
         "sentence per line, numbered as `elmo-keras embed` numbers them) and writes one "
         "tf.train.Example per line to TFRecord shards PREFIX-SSSSS-of-NNNNN: source, line "
         "(0-based), tokens, shape [n_layers + 1, n_tokens, 2 * projection_dim] and embeddings "
-        "(row-major). Any other --name=value flag is a Beam pipeline option, e.g. "
-        "--direct_num_workers=2 --direct_running_mode=multi_processing (a `--` before them "
-        "also works). See docs/beam.md.",
+        "(row-major). Any other flag is a Beam pipeline option, passed on to Beam in either "
+        "form, --name=value or --name value, e.g. --direct_num_workers=2 "
+        "--direct_running_mode multi_processing (a `--` before them also works).",
     )
     parser.add_argument("--model", required=True, help="an .onnx file from `elmo-keras export`")
     parser.add_argument("--input", required=True, help="a glob of text files (local, gs://, ...)")
@@ -37,17 +37,18 @@ def add_parser(subparsers):
     parser.add_argument(
         "--overwrite", action="store_true", help="delete existing PREFIX-*-of-* shards first"
     )
-    parser.add_argument(
-        "pipeline_args",
-        nargs="*",
-        metavar="BEAM_OPTION",
-        help="Beam pipeline options (--name=value)",
-    )
+    # Beam's options are the flags the parser does not know, in their order (`main` keeps
+    # them): a positional argument here would take the value of `--name value` away.
     parser.set_defaults(_takes_unknown_args=True)
     return parser
 
 
 def _check_arguments(args):
+    if args.input == "-":
+        raise CommandError(
+            "--input -: beam-embed reads files by a glob (its workers cannot read this "
+            "standard input); write the lines to a file, or use `elmo-keras embed --input -`"
+        )
     for flag, value, minimum in (
         ("--batch-size", args.batch_size, 1),
         ("--max-batch-tokens", args.max_batch_tokens, 1),
@@ -56,11 +57,17 @@ def _check_arguments(args):
     ):
         if value < minimum:
             raise CommandError(f"{flag} must be an integer >= {minimum}. Received: {value}")
-    options = [*args.pipeline_args, *getattr(args, "unknown_args", [])]
-    stray = [option for option in options if not option.startswith("--")]
+    options = [option for option in getattr(args, "unknown_args", []) if option != "--"]
+    # A word is the value of the flag before it (`--name value`), unless that flag has its own.
+    stray = [
+        option
+        for before, option in zip(["", *options], options, strict=False)
+        if not option.startswith("-") and not (before.startswith("--") and "=" not in before)
+    ]
     if stray:
         raise CommandError(
-            f"Beam pipeline options are --name=value flags. Received: {' '.join(stray)}"
+            "Beam pipeline options are --name=value or --name value flags. Received: "
+            + " ".join(stray)
         )
     return options
 

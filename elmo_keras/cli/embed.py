@@ -3,7 +3,7 @@
 import pathlib
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import select_keras_backend
+from elmo_keras.cli._common import check_input_file, select_keras_backend
 
 
 def add_parser(subparsers):
@@ -31,7 +31,9 @@ def add_parser(subparsers):
         "once into the cache), mini_en and tiny (packaged), or a model folder; see "
         "`elmo-keras presets`",
     )
-    parser.add_argument("--input", required=True, help="text file, one sentence per line")
+    parser.add_argument(
+        "--input", required=True, help="text file, one sentence per line; - reads standard input"
+    )
     parser.add_argument("--output", required=True, help="hdf5 file to write")
     parser.add_argument("--batch-size", type=int, default=64, help="most sentences per batch")
     parser.add_argument(
@@ -47,8 +49,9 @@ def add_parser(subparsers):
         choices=["keras", "tensorflow", "jax", "onnx"],
         default="keras",
         help="keras: Keras on its configured backend (KERAS_BACKEND, else TensorFlow); "
-        "tensorflow or jax: Keras on that backend (the same vectors within 1e-5; see "
-        "docs/backends.md); onnx: ONNX Runtime on an exported --model M.onnx (default: keras)",
+        "tensorflow or jax: Keras on that backend (the same vectors within 1e-5; see the "
+        "README's Backends section); onnx: ONNX Runtime on an exported --model M.onnx "
+        "(default: keras)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return parser
@@ -72,6 +75,8 @@ def resolve_model_files(args):
         raise CommandError(
             "the keras backend needs --options and --weights (or --model DIR or --preset NAME)"
         )
+    check_input_file("--options", args.options)
+    check_input_file("--weights", args.weights)
     try:
         if args.preset:
             return resolve_preset(args.preset)
@@ -80,18 +85,26 @@ def resolve_model_files(args):
         return cached_path(args.options), cached_path(args.weights)
     except ValueError as error:
         flag = "--preset" if args.preset else "--model" if args.model else "--options/--weights"
-        raise CommandError(f"{flag}: {error}") from None
+        onnx = pathlib.Path(args.model or "", "model.onnx")
+        hint = f" (for its ONNX model: --model {onnx})" if args.model and onnx.is_file() else ""
+        raise CommandError(f"{flag}: {error}{hint}") from None
 
 
 def make_embedder(args):
-    if args.backend == "keras" and str(args.model or "").endswith(".onnx"):
+    if args.backend == "keras" and str(args.model or "").lower().endswith(".onnx"):
         args.backend = "onnx"  # an .onnx file names its runtime
     if args.backend == "onnx":
         if not args.model:
             raise CommandError("--backend onnx needs --model M.onnx")
         from elmo_keras.runtime import OnnxEmbedder
 
-        return OnnxEmbedder(args.model, batch_size=args.batch_size, max_tokens=args.max_tokens)
+        named_a_file = pathlib.Path(args.model).is_file()
+        try:
+            return OnnxEmbedder(args.model, batch_size=args.batch_size, max_tokens=args.max_tokens)
+        except (FileNotFoundError, ValueError) as error:
+            if named_a_file:  # a file ONNX Runtime cannot read: a failure (exit code 1)
+                raise
+            raise CommandError(f"--model: {error}") from None  # missing, or a folder
     options, weights = resolve_model_files(args)  # any download happens before Keras loads
     select_keras_backend(args.backend)
     from elmo_keras.models import BiLM

@@ -3,6 +3,7 @@
 import pathlib
 
 from elmo_keras.cli import CommandError
+from elmo_keras.cli._common import check_input_file
 
 
 def add_parser(subparsers):
@@ -83,6 +84,8 @@ def resolve_source(args):
         raise CommandError(f"--run-dir {str(args.run_dir)!r} is not a folder")
     if not (args.preset or args.run_dir or (args.options and args.weights)):
         raise CommandError("give --options and --weights (or --run-dir or --preset)")
+    check_input_file("--options", args.options)
+    check_input_file("--weights", args.weights)
     try:
         if args.preset:
             return resolve_preset(args.preset)

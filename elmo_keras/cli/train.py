@@ -7,9 +7,11 @@ files for `init_from`) and `--backend` (which trainer runs).
 """
 
 import argparse
+import os
+import sys
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import select_keras_backend
+from elmo_keras.cli._common import check_input_file, select_keras_backend
 from elmo_keras.training.training_run import SETTINGS, TrainingRun
 
 
@@ -35,7 +37,7 @@ def add_parser(subparsers):
         default="keras",
         choices=["keras", "tensorflow", "jax"],
         help="keras: the KERAS_BACKEND environment variable's (else TensorFlow); tensorflow or "
-        "jax: that trainer (the same run folder and weight files; see docs/training.md)",
+        "jax: that trainer (the same run folder and weight files)",
     )
     return parser
 
@@ -57,7 +59,17 @@ def run(args):
 
     try:
         run = _training_run(args)  # every setting checked before anything is imported
+        for flag, path in (
+            ("--vocab", args.vocab_file),
+            ("--init-options", args.init_options),
+            ("--init-weights", args.init_weights),
+        ):
+            check_input_file(flag, path)  # after the conflicts between flags
         select_keras_backend(args.backend)
+        gpu_flags = gpu_flags_on_cpu(args)
+        if gpu_flags and not _has_gpu():  # it runs on the CPU: say what those flags do there
+            for line in gpu_flags:
+                print(f"elmo-keras train: warning: no GPU found; {line}", file=sys.stderr)
         from elmo_keras.training.pipeline import train
 
         summary = train(run)
@@ -82,6 +94,38 @@ def run(args):
         print(f"started from {summary['started_from']}")
     print(f"wrote {args.output_dir}/options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5")
     return 130 if result["stopped"] == "signal" else 0
+
+
+def gpu_flags_on_cpu(args):
+    """What each GPU flag given does on a machine without a GPU: one line each (it still runs)."""
+    lines = []
+    if args.strategy == "mirrored":
+        lines.append(
+            "--strategy mirrored runs one replica per CPU device (usually one: no speed-up)"
+        )
+    if args.mixed_precision == "bfloat16":
+        lines.append(
+            "--mixed-precision bfloat16 computes in bfloat16 on the CPU (less exact, and usually "
+            "no faster than float32 there)"
+        )
+    if args.jit_compile:
+        lines.append(
+            "--xla compiles the step with XLA for the CPU (it runs; its speed-up is a GPU's)"
+        )
+    if args.tf32:
+        lines.append("--tf32 does nothing on the CPU (float32 stays exact)")
+    return lines
+
+
+def _has_gpu():
+    """Whether the backend chosen (`select_keras_backend`, already imported) sees a GPU."""
+    if os.environ.get("KERAS_BACKEND", "tensorflow") == "jax":
+        import jax
+
+        return any(device.platform != "cpu" for device in jax.devices())
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
 
 
 def _add_settings(parser):

@@ -120,7 +120,8 @@ def _join_jax_processes():
     if missing:
         raise ValueError(
             "`strategy='multi-worker'` on JAX joins the processes named by the environment; "
-            f"set {', '.join(missing)} (docs/training.md). Received: strategy='multi-worker'"
+            f"set {', '.join(missing)} (read by `keras.distribution.initialize`). Received: "
+            "strategy='multi-worker'"
         )
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPUs only; GPUs: NCCL
     keras.distribution.initialize()

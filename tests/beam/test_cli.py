@@ -82,6 +82,7 @@ def test_command_errors_are_one_line(onnx_model, corpus, beam_output, tmp_path, 
             "--model not found",
         ),
         ([*base[:3], "--input", str(tmp_path / "*.txt"), "--output", "o"], "matched no files"),
+        ([*base[:3], "--input", "-", "--output", "o"], "use `elmo-keras embed --input -`"),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv
@@ -103,6 +104,26 @@ def test_overwrite_deletes_the_old_shards_only(onnx_model, corpus, tmp_path, cap
     assert not stale.exists() and unrelated.read_text() == "keep me"
     assert sorted(p.name for p in tmp_path.glob("emb-*-of-*")) == ["emb-00000-of-00001"]
     assert len(list(read_embeddings(f"{prefix}-*-of-*"))) == 5
+
+
+def test_beam_options_pass_in_both_forms(onnx_model, corpus, tmp_path, monkeypatch, capsys):
+    import apache_beam
+
+    given = {}
+
+    def pipeline(options):  # Beam's parse of what the command passed; no pipeline runs
+        given.update(options.get_all_options())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(apache_beam, "Pipeline", pipeline)
+    argv = ["beam-embed", "--model", str(onnx_model), "--direct_num_workers", "2"]
+    argv += ["--input", str(corpus / "*.txt"), "--direct_running_mode", "multi_processing"]
+    argv += ["--output", str(tmp_path / "o"), "--", "--job_name=space-and-equals"]
+    assert main(argv) == 130
+    assert capsys.readouterr().err == "elmo-keras beam-embed: interrupted\n"
+    assert given["direct_num_workers"] == 2
+    assert given["direct_running_mode"] == "multi_processing"
+    assert given["job_name"] == "space-and-equals"
 
 
 def test_other_commands_reject_unknown_flags(capsys):

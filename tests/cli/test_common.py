@@ -1,6 +1,9 @@
-"""`elmo_keras.cli._common`: how `embed` reads its input, as a stream (issue 10)."""
+"""`elmo_keras.cli._common`: how `embed` reads its input, as a stream (issue 10), also from
+standard input (`--input -`, issue 29)."""
 
+import io
 import os
+import sys
 import threading
 
 import pytest
@@ -37,3 +40,13 @@ def test_a_pipe_is_read_once(tmp_path):
     lines, tokens, sentences = input_sentences(fifo)
     writer.join(timeout=30)
     assert (lines, tokens, sentences) == (3, 3, [["a", "b"], [], ["c"]])
+
+
+def test_dash_reads_standard_input(monkeypatch):
+    stdin = io.TextIOWrapper(io.BytesIO("\ufeffa b\r\n\nc \u00e9\n".encode()), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert input_sentences("-") == (3, 4, [["a", "b"], [], ["c", "\u00e9"]])
+    assert not stdin.closed  # standard input is the caller's, left open
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n")))
+    with pytest.raises(CommandError, match=r"^standard input is not UTF-8 text"):
+        input_sentences("-")

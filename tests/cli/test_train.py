@@ -209,10 +209,11 @@ def run_folder(tmp_path, allennlp_fixture):
             ],
         ),
         (
-            ["--init-from", "{run}", "--vocab", "v.txt", "--min-count", "2"],
+            ["--init-from", "{run}", "--vocab", "{run}/vocab.txt", "--min-count", "2"],
             [
                 "--init-from: the run folder's vocabulary and softmax come along",
-                "(pass --new-vocab to build a new vocabulary and softmax): --vocab 'v.txt'; "
+                "(pass --new-vocab to build a new vocabulary and softmax): --vocab "
+                "'{run}/vocab.txt'; "
                 "--min-count 2",
             ],
         ),
@@ -235,6 +236,7 @@ def test_init_from_conflicts_are_one_line_naming_the_flags(
 ):
     data = str(bilm_tf_fixture / "train" / "data.txt")
     flags = [flag.replace("{run}", str(run_folder)) for flag in flags]
+    messages = [message.replace("{run}", str(run_folder)) for message in messages]
     argv = ["train", "--train", data, "--output", str(tmp_path / "run"), "--steps", "1", *flags]
     assert main(argv) == 2
     err = capsys.readouterr().err

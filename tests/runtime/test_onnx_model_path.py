@@ -30,8 +30,8 @@ def test_the_command_line_says_it_in_one_line_and_knows_an_onnx_file(tmp_path, o
     text.write_text("The bank .\nHi\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
     argv = ["embed", "--input", str(text), "--output", str(out)]
-    for model in (tmp_path / "missing.onnx", tmp_path):
-        assert main([*argv, "--backend", "onnx", "--model", str(model)]) == 1
+    for model in (tmp_path / "missing.onnx", tmp_path):  # a usage mistake: exit code 2
+        assert main([*argv, "--backend", "onnx", "--model", str(model)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("elmo-keras embed: error: "), err
     assert main([*argv, "--model", str(onnx_model)]) == 0  # no --backend: the file says it

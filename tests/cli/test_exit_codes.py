@@ -1,0 +1,84 @@
+"""One exit-code rule for every command (issue 29, point 8): 2 for a usage mistake, a file or
+folder named by a flag that is missing or of the wrong kind included; 1 for a failure, such as
+a file that is there but cannot be read as what it should be. Each is one line on stderr."""
+
+import pytest
+
+from elmo_keras.cli import main
+
+
+def _one_line(capsys, command):
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"elmo-keras {command}: error: ") and "\n" not in err, err
+    return err
+
+
+MODEL_FILE_CASES = [  # (flag, what it names, the message)
+    ("--options", "missing", "--options: file not found: "),
+    ("--weights", "missing", "--weights: file not found: "),
+    ("--options", "folder", "--options must be a file, not a folder. Received: "),
+]
+
+
+@pytest.mark.parametrize("command", ["embed", "export"])
+def test_a_model_file_named_by_a_flag_is_a_usage_error(command, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n", encoding="utf-8")
+    for flag, kind, message in MODEL_FILE_CASES:
+        files = {"--options": text, "--weights": text}  # there, never read: the check is first
+        files[flag] = tmp_path / "nope" if kind == "missing" else tmp_path
+        argv = [command, "--options", str(files["--options"])]
+        argv += ["--weights", str(files["--weights"])]
+        if command == "embed":
+            argv += ["--input", str(text), "--output", str(tmp_path / "out.hdf5")]
+        else:
+            argv += ["--output", str(tmp_path / "export")]
+        assert main(argv) == 2, (flag, kind)
+        assert message in _one_line(capsys, command)
+        assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "export").exists()
+
+
+def test_a_training_file_named_by_a_flag_is_a_usage_error(tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n", encoding="utf-8")
+    argv = ["train", "--train", str(text), "--output", str(tmp_path / "run"), "--steps", "1"]
+    partner = {"--init-options": "--init-weights", "--init-weights": "--init-options"}
+    for flag in ("--vocab", "--init-options", "--init-weights"):
+        given = [flag, str(tmp_path / "nope")]
+        if flag in partner:  # the other file of the pair is there
+            given += [partner[flag], str(text)]
+        assert main([*argv, *given]) == 2, flag
+        assert f"{flag}: file not found: " in _one_line(capsys, "train")
+        assert not (tmp_path / "run").exists()
+
+
+def test_an_onnx_model_path_that_is_missing_or_a_folder_is_a_usage_error(tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n", encoding="utf-8")
+    argv = ["embed", "--input", str(text), "--output", str(tmp_path / "out.hdf5")]
+    for model, message in [
+        (tmp_path / "missing.onnx", "--model: ONNX model not found: "),  # .onnx: no --backend
+        (tmp_path, "--model: `model_path` must be an .onnx file, not a folder: "),
+    ]:
+        assert main([*argv, "--backend", "onnx", "--model", str(model)]) == 2
+        assert message in _one_line(capsys, "embed")
+    assert main([*argv, "--model", str(tmp_path / "MISSING.ONNX")]) == 2  # any case
+    assert "ONNX model not found" in _one_line(capsys, "embed")
+    # A file that is there but is no ONNX model is a failure (1), still one line.
+    saved_model = tmp_path / "saved_model.pb"
+    saved_model.write_bytes(b"\x08\x01\x12\x04not an onnx graph")
+    assert main([*argv, "--backend", "onnx", "--model", str(saved_model)]) == 1
+    assert "is not an ONNX model ONNX Runtime can load" in _one_line(capsys, "embed")
+    assert not (tmp_path / "out.hdf5").exists()
+
+
+def test_an_export_folder_given_to_the_keras_backend_points_to_its_onnx_model(tmp_path, capsys):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "options.json").write_text("{}", encoding="utf-8")
+    (export / "model.onnx").write_bytes(b"the check only looks for the file")
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n", encoding="utf-8")
+    argv = ["embed", "--model", str(export), "--input", str(text)]
+    assert main([*argv, "--output", str(tmp_path / "out.hdf5")]) == 2
+    assert f"(for its ONNX model: --model {export / 'model.onnx'})" in _one_line(capsys, "embed")
