@@ -11,7 +11,7 @@ __init__.py`). The floors, lowest first (docs/architecture.md):
 1. `layers`
 2. `models`
 3. `training`, `export`
-4. `cli`
+4. `cli`, `beam`, `corpus`
 
 A module may import from its own floor or lower ones, never from a higher one. One name is
 served to older code from a higher floor, lazily, by a module `__getattr__`:

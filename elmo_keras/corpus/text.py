@@ -74,8 +74,8 @@ def repair_news(text):
         The repaired str, or None where U+FFFD or a `?` inside a word remains.
 
     Example:
-    >>> repair_news('The Senate voted on DeVos"?nomination, "hard,"?Sen. Warren said.')
-    "The Senate voted on DeVos' nomination, \\"hard,\\" Sen. Warren said."
+    >>> print(repair_news('The Senate voted on DeVos"?nomination, "hard,"?Sen. Warren said.'))
+    The Senate voted on DeVos' nomination, "hard," Sen. Warren said.
     """
     for pattern, replacement in _NEWS_REPAIRS:
         text = pattern.sub(replacement, text)
