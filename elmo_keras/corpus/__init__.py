@@ -13,7 +13,9 @@ at a sentence end after about 100 tokens, and writes into the folder `output`:
 - `sources.json`: per source its archive (requirement, URL, sha256), licence, lines and tokens
   kept in each file and lines dropped by each rule; and the rules themselves.
 
-A line is dropped when (in this order):
+A news sentence whose mojibake cannot be repaired is dropped, and a news text (title, subtitle
+or article) left with none is counted as `dropped_mojibake`. A line is
+dropped when (in this order):
 1. it has fewer than 3 words (a word: a run of letters or digits), unless it is a WikiText
    heading (` = Title = `);
 2. it duplicates an earlier line (WikiText headings excepted): the same words, lower-cased,
@@ -45,6 +47,7 @@ NGRAM = 13
 MIN_SENTENCE_WORDS = 4
 MIN_LINE_WORDS = 3
 RULES = {
+    "mojibake": "a news text with no sentence free of U+FFFD or a ? inside a word once repaired",
     "short": f"fewer than {MIN_LINE_WORDS} words (WikiText headings kept)",
     "duplicate": "the same lower-cased words as an earlier line (WikiText headings kept)",
     "evaluation": (
@@ -106,9 +109,12 @@ def overlap(words, index, min_words=MIN_SENTENCE_WORDS):
 
 
 def source_lines(source, path):
-    """The lines of one source's archive: WikiText-tokenized, long paragraphs cut."""
+    """The lines of one source's archive: WikiText-tokenized, long paragraphs cut (None for a
+    paragraph that its reader gave up on)."""
     for paragraph in source.read(path):
-        if source.tokenized:
+        if paragraph is None:
+            yield None
+        elif source.tokenized:
             yield " ".join(paragraph.split())
         else:
             for piece in chunks(tokenize(paragraph)):
@@ -179,7 +185,7 @@ def build_corpus(
             for source, path in zip(sources, archives, strict=True):
                 counts = collections.Counter()
                 for line in source_lines(source, path):
-                    reason = verdict(line, index, seen)
+                    reason = "mojibake" if line is None else verdict(line, index, seen)
                     if reason != "kept":
                         counts[f"dropped_{reason}"] += 1
                         continue

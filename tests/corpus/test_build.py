@@ -8,7 +8,7 @@ import pytest
 from elmo_keras.corpus import build_corpus, evaluation_index, overlap
 from elmo_keras.corpus.__main__ import main
 from elmo_keras.corpus.sources import Source
-from elmo_keras.corpus.text import match_key
+from elmo_keras.corpus.text import match_key, repair_news
 from elmo_keras.data import Archive
 from elmo_keras.download import DownloadError, file_sha256
 
@@ -18,6 +18,7 @@ PARAGRAPHS = [
     "She went to the bank to open a savings account, they said.",  # holds a demo sentence
     "Seen from the eastern Atlantic Ocean, Mediterranean Sea and parts of the Black Sea today.",
     "Too short.",
+    "Fianna F\ufffd\ufffdil is not in favour.",  # mojibake that cannot be repaired
     "A last, different paragraph about rivers and boats.",
 ]
 EVALUATION = {
@@ -31,7 +32,7 @@ EVALUATION = {
 
 def _read_fake(path):
     with zipfile.ZipFile(path) as archive:
-        return archive.read("text.txt").decode("utf-8").split("\n")
+        return [repair_news(line) for line in archive.read("text.txt").decode("utf-8").split("\n")]
 
 
 def _fake_source(tmp_path, sha256=None):
@@ -56,6 +57,7 @@ def test_build_keeps_one_copy_and_drops_evaluation_overlaps(tmp_path):
         "dropped_duplicate": 1,
         "dropped_evaluation:demo_sentences": 1,
         "dropped_evaluation:wikitext2_valid_test": 1,
+        "dropped_mojibake": 1,
         "dropped_short": 1,
         "train_lines": 2,
         "train_tokens": 17,

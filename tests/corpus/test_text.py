@@ -9,6 +9,7 @@ from elmo_keras.corpus.text import chunks, match_key, repair_news, tokenize
     ("broken", "repaired"),
     [
         ('The Senate voted on DeVos"?nomination.', "The Senate voted on DeVos' nomination."),
+        ('the EU\'s "senseless"?demands', 'the EU\'s "senseless" demands'),
         ('"It is hard," Warren said,"?Sen. Collins', '"It is hard," Warren said," Sen. Collins'),
         ('raise our voices "?and push back', "raise our voices \u2014 and push back"),
         ("Knightley won ?3,000 in damages", "Knightley won \u00a33,000 in damages"),
@@ -22,8 +23,9 @@ def test_repair_news_undoes_the_news_mojibake(broken, repaired):
 
 
 @pytest.mark.parametrize("hopeless", ["Fianna F\ufffd\ufffdil is", "ends by Bus ?ireann workers"])
-def test_repair_news_drops_text_it_cannot_repair(hopeless):
+def test_repair_news_drops_the_sentences_it_cannot_repair(hopeless):
     assert repair_news(hopeless) is None
+    assert repair_news(f'It began. {hopeless}. It "ended."  Then?') == 'It began. It "ended." Then?'
 
 
 @pytest.mark.parametrize(
