@@ -11,7 +11,7 @@ __init__.py`). The floors, lowest first (docs/architecture.md):
 1. `layers`
 2. `models`
 3. `training`, `export`
-4. `cli`
+4. `cli`, `beam`, `corpus`
 
 A module may import from its own floor or lower ones, never from a higher one. One name is
 served to older code from a higher floor, lazily, by a module `__getattr__`:
@@ -44,6 +44,7 @@ FLOORS = {
     "elmo_keras.training": 3,
     "elmo_keras.export": 3,
     "elmo_keras.beam": 4,  # reads lines with the CLI's rule (cli._common.split_lines)
+    "elmo_keras.corpus": 4,  # keeps the demo's sentences (cli.demo_senses) out of the corpus
     "elmo_keras.cli": 4,
 }
 # Floor-0 modules that the ONNX Runtime client may load: no TensorFlow, no Keras.

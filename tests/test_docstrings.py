@@ -30,6 +30,7 @@ SOURCES = [
     "embedder.py",
     "validation.py",
     "data.py",
+    "corpus/*.py",
 ]
 # Modules that import an optional dependency: skipped where it is not installed.
 OPTIONAL = {"elmo_keras.runtime": "onnxruntime"}
