@@ -4,38 +4,50 @@ Standard library only (no TensorFlow). A URL's file is cached as `<cache>/downlo
 the URL>/<its name>` (`<cache>`: `$ELMO_KERAS_CACHE`, else `~/.cache/elmo-keras`) beside a JSON
 sidecar holding its URL, size and sha256, checked on every later use (a damaged copy is logged
 and fetched again). The body is written to `<name>.partial` and renamed only once its length
-matches `Content-Length`, so a cut or failed download leaves nothing under the final name. A
+matches `Content-Length` (or its chunked encoding ended, or its sha256 matches the one given):
+a body whose end cannot be checked is refused, so a cut download is never taken as complete. A
 connection that drops mid-body is resumed with a `Range` request (`If-Range` guards against a
 changed remote file; a server that answers 200 instead of 206 is read again from the start), up
 to `retries` times in one call and again on a later call. Connecting and every wait for data are
-bounded (defaults 10 s and 30 s; `$ELMO_KERAS_CONNECT_TIMEOUT`, `$ELMO_KERAS_READ_TIMEOUT`).
-Every failure is one `DownloadError` (an `OSError`) whose message names the URL.
+bounded (defaults 10 s and 30 s; `$ELMO_KERAS_CONNECT_TIMEOUT`, `$ELMO_KERAS_READ_TIMEOUT`), and
+so is the whole download (3600 s, `$ELMO_KERAS_DOWNLOAD_DEADLINE`; `elmo_keras.deadline`).
+Redirects go to `http(s)://` only. A file over `$ELMO_KERAS_MAX_DOWNLOAD_MB` (4096) or larger
+than the free disk space is refused before it is written. The cache's folders are the user's
+own, 0700, and no file in them is opened through a link (`elmo_keras.cache_folder`). Every
+failure is one `DownloadError` (an `OSError`) whose message names the URL.
 """
 
-import contextlib
+import collections
 import hashlib
 import http.client
-import json
 import logging
 import os
 import pathlib
 import re
-import sys
-import time
+import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
 
-from elmo_keras.files import write_text
+from elmo_keras.cache_folder import CacheFolder
+from elmo_keras.deadline import Deadline
+from elmo_keras.download_progress import DownloadProgress
 
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
+DEADLINE = 3600.0  # a whole download; what arrived is kept, and the next call resumes it
+MAX_MB = 4096.0  # the largest download (the published ELMo weights are under 400 MB)
+CONNECT_VARIABLE = "ELMO_KERAS_CONNECT_TIMEOUT"
+READ_VARIABLE = "ELMO_KERAS_READ_TIMEOUT"
+DEADLINE_VARIABLE = "ELMO_KERAS_DOWNLOAD_DEADLINE"
+MAX_MB_VARIABLE = "ELMO_KERAS_MAX_DOWNLOAD_MB"
 # The longest timeout taken (a day): larger values (1e300) overflow the socket layer.
 MAX_TIMEOUT = 86400.0
 RETRIES = 2
 CHUNK_BYTES = 1 << 20
 URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 logger = logging.getLogger(__name__)
+_Plan = collections.namedtuple("_Plan", "connect read deadline max_bytes sha256 progress")
 
 
 class DownloadError(OSError):
@@ -72,6 +84,8 @@ def cached_path(
     connect_timeout=None,
     read_timeout=None,
     retries=RETRIES,
+    deadline=None,
+    sha256=None,
 ):
     """A local path for a model file: a local path as it is, a URL through the cache.
 
@@ -85,13 +99,18 @@ def cached_path(
             `ELMO_KERAS_CONNECT_TIMEOUT` / `ELMO_KERAS_READ_TIMEOUT`, else 10 and 30).
         retries: int. Resumptions after a connection drops mid-body, in this call. Defaults
             to `2`.
+        deadline: float seconds or None. The whole download, headers and body, resumptions
+            included (`ELMO_KERAS_DOWNLOAD_DEADLINE`, else 3600); what arrived is kept to resume.
+        sha256: str or None. The file's known sha256: a download that does not match it is
+            deleted, and a server that sends no length can then be trusted.
 
     Returns:
         `url_or_path` itself for a local path; the cached file's `pathlib.Path` for a URL.
 
     Raises:
-        DownloadError: the download failed (HTTP error, timeout, cut body); names the URL.
-        ValueError: a URL with another scheme (`ftp://`, `s3://`, ...), or a bad timeout.
+        DownloadError: the download failed (HTTP error, timeout, cut body, too large, a cache
+            folder that holds links or another user's files); names the URL.
+        ValueError: a URL with another scheme (`ftp://`, `s3://`, ...), or a bad limit.
 
     Example:
     >>> cached_path("elmo_keras/assets/tiny_allennlp/options.json")
@@ -99,19 +118,26 @@ def cached_path(
     """
     if not is_url(url_or_path):
         return _local_path(url_or_path)
-    timeouts = (
-        _timeout(connect_timeout, "connect_timeout", "ELMO_KERAS_CONNECT_TIMEOUT", CONNECT_TIMEOUT),
-        _timeout(read_timeout, "read_timeout", "ELMO_KERAS_READ_TIMEOUT", READ_TIMEOUT),
+    plan = _Plan(
+        _number(connect_timeout, "connect_timeout", CONNECT_VARIABLE, CONNECT_TIMEOUT),
+        _number(read_timeout, "read_timeout", READ_VARIABLE, READ_TIMEOUT),
+        _number(deadline, "deadline", DEADLINE_VARIABLE, DEADLINE),
+        int(_number(None, "max_download_mb", MAX_MB_VARIABLE, MAX_MB, 1e6, "MB") * 1e6),
+        sha256,
+        progress,
     )
     target = cache_location(url_or_path, cache_dir)
+    folder = CacheFolder(target.parents[2], ("downloads", target.parent.name))
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        with folder, folder.locked():
+            if not _verified(folder, target.name, url_or_path, sha256):
+                _fetch(url_or_path, folder, target.name, plan, retries)
+    except PermissionError as error:
+        raise DownloadError(f"cannot use the cache for {url_or_path}: {error}") from None
     except OSError as error:
-        raise DownloadError(f"cannot create the cache folder for {url_or_path}: {error}") from None
-    with _locked(target.parent):
-        if _verified(target, url_or_path):
-            return target
-        _fetch(url_or_path, target, timeouts, retries, progress)
+        if isinstance(error, DownloadError):
+            raise
+        raise DownloadError(f"cannot use the cache for {url_or_path}: {error}") from None
     return target
 
 
@@ -128,126 +154,125 @@ def _local_path(value):
     )
 
 
-def _timeout(value, name, variable, default):
+def _number(value, name, variable, default, limit=MAX_TIMEOUT, unit="seconds"):
+    """`value`, else `$variable`, else `default`, as a float in (0, limit]; anything else is
+    one `ValueError` naming the argument or the variable, the limit and the value."""
     source = f"{name}={value!r}"
     if value is None:
         value = os.environ.get(variable, default)
         source = f"{variable}={value!r}"
     try:
-        seconds = float(value)
+        number = float(value)
     except (TypeError, ValueError):
-        seconds = -1.0
-    if not 0 < seconds <= MAX_TIMEOUT:
+        number = -1.0
+    if not 0 < number <= limit:
         raise ValueError(
-            f"`{name}` must be a number of seconds in (0, {MAX_TIMEOUT:g}]. Received: {source}"
+            f"`{name}` must be a number of {unit} in (0, {limit:g}]. Received: {source}"
         )
-    return seconds
+    return number
 
 
 def file_sha256(path):
     """The sha256 of a file's bytes, as 64 hex digits (read in blocks)."""
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
-            digest.update(block)
+        return _digest(handle)
+
+
+def _digest(handle):
+    digest = hashlib.sha256()
+    for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 
-def _read_json(path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _sidecar(target):
-    return target.with_name(target.name + ".json")
-
-
-def _verified(target, url):
-    """True when `target` exists and matches its sidecar; a damaged entry is removed."""
-    if not target.is_file():
+def _verified(folder, name, url, sha256):
+    """True when `name` exists and matches its sidecar (and `sha256` when given); a damaged
+    entry is removed."""
+    size = folder.size(name)
+    if size is None:
         return False
-    record = _read_json(_sidecar(target)) or {}
+    record = folder.read_json(name + ".json") or {}
+    with folder.open(name) as handle:
+        digest = _digest(handle)
     if (
         record.get("url") == url
-        and record.get("size") == target.stat().st_size
-        and record.get("sha256") == file_sha256(target)
+        and record.get("size") == size
+        and record.get("sha256") == digest
+        and sha256 in (None, digest)
     ):
         return True
     logger.warning(
         "The cached copy of %s (%s) does not match its recorded size and sha256; "
         "downloading it again.",
         url,
-        target,
+        folder.file(name),
     )
-    target.unlink(missing_ok=True)
-    _sidecar(target).unlink(missing_ok=True)
+    folder.unlink(name)
+    folder.unlink(name + ".json")
     return False
 
 
-@contextlib.contextmanager
-def _locked(folder):
-    """An exclusive lock on `folder/.lock` (POSIX), so two processes never write one entry."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock
-        yield
-        return
-    with open(folder / ".lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class _Interrupted(Exception):
-    """The body stopped early (a cut, a reset, a stalled read, a bad resume)."""
+    """The body stopped early (a cut, a reset, a stalled read, a bad resume, the deadline)."""
 
     def __init__(self, reason, resumable):
         super().__init__(reason)
         self.resumable = resumable
 
 
-def _fetch(url, target, timeouts, retries, progress):
-    """Downloads `url` to `target` through `<name>.partial`, resuming after interruptions."""
-    partial = target.with_name(target.name + ".partial")
-    resume_file = target.with_name(target.name + ".partial.json")
-    state = _read_json(resume_file) or {}
-    if not partial.is_file() or state.get("url") != url:
+def _fetch(url, folder, name, plan, retries):
+    """Downloads `url` to `name` through `<name>.partial`, resuming after interruptions."""
+    partial, resume_file = name + ".partial", name + ".partial.json"
+    state = folder.read_json(resume_file) or {}
+    if folder.size(partial) is None or state.get("url") != url:
         state = {"url": url}
-        partial.unlink(missing_ok=True)
-    for attempt in range(retries + 1):
-        try:
-            size = _transfer(url, partial, (state, resume_file), timeouts, progress)
-            break
-        except _Interrupted as cut:
-            write_text(resume_file, json.dumps(state))
-            if not cut.resumable or attempt == retries:
-                kept = partial.stat().st_size if partial.is_file() else 0
-                raise DownloadError(
-                    f"could not download {url}: {cut} ({kept} bytes kept to resume)"
-                ) from None
-        except DownloadError:
-            partial.unlink(missing_ok=True)
-            resume_file.unlink(missing_ok=True)
-            raise
+        folder.unlink(partial)
+    deadline = Deadline(plan.deadline)
+    try:
+        for attempt in range(retries + 1):
+            try:
+                size = _transfer(url, (folder, partial), (state, resume_file), plan, deadline)
+                break
+            except _Interrupted as cut:
+                folder.write_json(resume_file, state)
+                kept = folder.size(partial) or 0
+                if deadline.expired:
+                    raise DownloadError(
+                        f"could not download {url}: not finished within {plan.deadline:g} s "
+                        f"({kept} bytes kept to resume; `deadline`, ${DEADLINE_VARIABLE})"
+                    ) from None
+                if not cut.resumable or attempt == retries:
+                    raise DownloadError(
+                        f"could not download {url}: {cut} ({kept} bytes kept to resume)"
+                    ) from None
+            except DownloadError:
+                folder.unlink(partial)
+                folder.unlink(resume_file)
+                raise
+    finally:
+        deadline.cancel()
+    with folder.open(partial) as handle:
+        digest = _digest(handle)
+    if plan.sha256 is not None and digest != plan.sha256:
+        folder.unlink(partial)
+        folder.unlink(resume_file)
+        raise DownloadError(
+            f"could not download {url}: its sha256 is {digest}, expected {plan.sha256} (deleted)"
+        )
     # The sidecar first: a file under the final name always has one.
-    record = {"url": url, "size": size, "sha256": file_sha256(partial)}
-    write_text(_sidecar(target), json.dumps(record, indent=2) + "\n")
-    os.replace(partial, target)
-    resume_file.unlink(missing_ok=True)
+    folder.write_json(name + ".json", {"url": url, "size": size, "sha256": digest})
+    folder.replace(partial, name)
+    folder.unlink(resume_file)
 
 
-def _transfer(url, partial, resume, timeouts, progress):
-    """One request, appended to `partial` from its current size; returns the complete size.
-
-    `resume` is `(state, resume_file)`: what a later call needs to resume (the validator and the
-    total size), written as soon as the answer's headers are in, so an interrupt can resume too.
+def _transfer(url, files, resume, plan, deadline):
+    """One request, appended to the partial file from its current size; returns the complete
+    size. `files` is `(folder, partial name)`; `resume` is `(state, resume_file)`: what a later
+    call needs to resume (the validator and the total size), written as soon as the answer's
+    headers are in, so an interrupt can resume too.
     """
-    state, resume_file = resume
-    offset = partial.stat().st_size if partial.is_file() else 0
+    (folder, partial), (state, resume_file) = files, resume
+    offset = folder.size(partial) or 0
     if offset and offset == state.get("total"):
         return offset  # complete on an earlier call, not yet renamed
     headers = {"User-Agent": "elmo-keras", "Accept-Encoding": "identity"}
@@ -255,12 +280,12 @@ def _transfer(url, partial, resume, timeouts, progress):
         headers["Range"] = f"bytes={offset}-"
         if state.get("validator"):
             headers["If-Range"] = state["validator"]
-    response = _open(url, headers, timeouts, partial)
+    response = _open(url, headers, plan, deadline, files)
     with response:
         if response.status == 206 and offset:
             start, total = _content_range(response.headers.get("Content-Range"))
             if start != offset or state.get("total", total) != total:
-                partial.unlink(missing_ok=True)
+                folder.unlink(partial)
                 raise _Interrupted("the server resumed at another byte", resumable=True)
         else:  # a whole answer, also to a Range request that the server ignored
             offset = 0
@@ -268,9 +293,10 @@ def _transfer(url, partial, resume, timeouts, progress):
             total = int(length) if length.isdigit() else None
             answer = response.headers
             state["validator"] = answer.get("ETag") or answer.get("Last-Modified")
+        _check_size(url, total, offset, response.chunked, plan, folder)
         state["total"] = total
-        write_text(resume_file, json.dumps(state))
-        received = _copy(response, partial, offset, total, timeouts[1], progress)
+        folder.write_json(resume_file, state)
+        received = _copy(response, (url, folder, partial), offset, total, plan, deadline)
     if total is not None and offset + received != total:
         raise _Interrupted(
             f"the connection closed after {offset + received} of {total} bytes",
@@ -279,15 +305,43 @@ def _transfer(url, partial, resume, timeouts, progress):
     return offset + received
 
 
-def _open(url, headers, timeouts, partial):
-    """The HTTP response; an HTTP error, a refused connection or a timeout is a DownloadError."""
-    connect_timeout, read_timeout = timeouts
+def _check_size(url, total, offset, chunked, plan, folder):
+    """Refuses, before a byte is written, a body whose end cannot be checked, one over the
+    size limit, or one the disk has no room for."""
+    if total is None and not chunked and plan.sha256 is None:
+        raise DownloadError(
+            f"could not download {url}: the server sent no Content-Length, so a cut body "
+            "could not be told from a complete one (use a server or mirror that sends it)"
+        )
+    if total is not None and total > plan.max_bytes:
+        raise DownloadError(
+            f"could not download {url}: it is {total / 1e6:.1f} MB, over the limit of "
+            f"{plan.max_bytes / 1e6:g} MB (${MAX_MB_VARIABLE})"
+        )
+    free = shutil.disk_usage(folder.path).free
+    if total is not None and total - offset > free:
+        raise DownloadError(
+            f"could not download {url}: it needs {(total - offset) / 1e6:.1f} MB in "
+            f"{folder.path}, where {free / 1e6:.1f} MB are free"
+        )
+
+
+def _open(url, headers, plan, deadline, files):
+    """The HTTP response; an HTTP error, a refused connection or a timeout is a DownloadError,
+    the deadline an `_Interrupted` (what arrived is kept)."""
     request = urllib.request.Request(url, headers=headers)
+    if deadline.expired:
+        raise _Interrupted("the deadline passed", resumable=False)
+    connect_timeout = max(min(plan.connect, deadline.left()), 1e-3)
     try:
-        return _opener(read_timeout).open(request, timeout=connect_timeout)
+        response = deadline.opener(plan.read).open(request, timeout=connect_timeout)
+        if not deadline.expired:
+            return response
+        response.close()  # the headers were cut short at the deadline
     except urllib.error.HTTPError as error:
+        error.close()
         if error.code == 416 and "Range" in headers:  # the partial file no longer fits
-            partial.unlink(missing_ok=True)
+            files[0].unlink(files[1])
             raise _Interrupted("the server refused to resume (HTTP 416)", resumable=True) from None
         reason = f"HTTP {error.code} {error.reason}"
     except urllib.error.URLError as error:
@@ -295,27 +349,35 @@ def _open(url, headers, timeouts, partial):
         if isinstance(reason, TimeoutError):
             reason = f"no connection within {connect_timeout:g} s"
     except TimeoutError:
-        reason = f"no answer within {read_timeout:g} s"
+        reason = f"no answer within {plan.read:g} s"
     except (OSError, http.client.HTTPException) as error:
         reason = error
-    raise DownloadError(f"could not download {url}: {reason}")
+    if deadline.expired:  # what stopped the answer
+        raise _Interrupted("the deadline passed", resumable=False)
+    raise DownloadError(f"could not download {url}: {' '.join(str(reason).split())}")
 
 
-def _copy(response, partial, offset, total, read_timeout, progress):
-    """Appends the body to `partial` (from `offset`); returns the number of bytes received."""
+def _copy(response, where, offset, total, plan, deadline):
+    """Appends the body to the partial file (from `offset`); returns the bytes received."""
+    url, folder, partial = where
     received = 0
-    bar = _Progress(partial.name.removesuffix(".partial"), total, offset, progress)
+    bar = DownloadProgress(partial.removesuffix(".partial"), total, offset, plan.progress)
     try:
-        with open(partial, "ab" if offset else "wb") as handle:
+        with folder.open(partial, "ab" if offset else "wb") as handle:
             while True:
                 try:
                     block = response.read1(CHUNK_BYTES)
                 except TimeoutError:
-                    raise _Interrupted(f"no data for {read_timeout:g} s", received > 0) from None
+                    raise _Interrupted(f"no data for {plan.read:g} s", received > 0) from None
                 except (OSError, http.client.HTTPException) as error:
                     raise _Interrupted(f"connection lost ({error})", received > 0) from None
                 if not block:
                     return received
+                if offset + received + len(block) > plan.max_bytes:
+                    raise DownloadError(
+                        f"could not download {url}: it is over the limit of "
+                        f"{plan.max_bytes / 1e6:g} MB (${MAX_MB_VARIABLE})"
+                    )
                 handle.write(block)
                 received += len(block)
                 bar.update(offset + received)
@@ -332,67 +394,3 @@ def _content_range(header):
         return (start, None if total == "*" else int(total)) if unit == "bytes" else (None, None)
     except ValueError:
         return None, None
-
-
-def _with_read_timeout(connection_class, read_timeout):
-    """`connection_class` whose socket, once connected, waits at most `read_timeout` for data
-    (the connection's own `timeout` then bounds the connect only)."""
-
-    class Connection(connection_class):
-        def connect(self):
-            super().connect()
-            self.sock.settimeout(read_timeout)
-
-    return Connection
-
-
-class _HTTPHandler(urllib.request.HTTPHandler):
-    read_timeout = READ_TIMEOUT
-
-    def http_open(self, req):
-        connection = _with_read_timeout(http.client.HTTPConnection, self.read_timeout)
-        return self.do_open(connection, req)
-
-
-class _HTTPSHandler(urllib.request.HTTPSHandler):
-    read_timeout = READ_TIMEOUT
-
-    def https_open(self, req):
-        connection = _with_read_timeout(http.client.HTTPSConnection, self.read_timeout)
-        return self.do_open(connection, req, context=self._context)
-
-
-def _opener(read_timeout):
-    """urllib's usual opener (proxies from the environment, redirects) with a read timeout."""
-    handlers = [_HTTPHandler(), _HTTPSHandler()]
-    for handler in handlers:
-        handler.read_timeout = read_timeout
-    return urllib.request.build_opener(*handlers)
-
-
-class _Progress:
-    """Bytes received, on one stderr line; silent unless enabled and stderr is a terminal."""
-
-    def __init__(self, name, total, done, enabled):
-        self.enabled = bool(enabled) and sys.stderr.isatty()
-        self.name, self.total, self.first = name, total, done
-        self.start = self.last = time.monotonic()
-        self.shown = False
-
-    def update(self, done):
-        now = time.monotonic()
-        if not self.enabled or (now - self.last < 0.2 and done != self.total):
-            return
-        self.last, self.shown = now, True
-        rate = (done - self.first) / max(now - self.start, 1e-9) / 1e6
-        text = f"{done / 1e6:.1f} MB"
-        if self.total:
-            filled = int(30 * done / self.total)
-            text = f"[{'#' * filled}{'-' * (30 - filled)}] {text} of {self.total / 1e6:.1f} MB"
-        sys.stderr.write(f"\r{self.name}: {text}, {rate:.1f} MB/s")
-        sys.stderr.flush()
-
-    def close(self):
-        if self.shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()

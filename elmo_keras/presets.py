@@ -12,11 +12,13 @@ one place that decides which files of a folder are the biLM (`elmo-keras embed -
 Plain Python (no TensorFlow).
 """
 
+import difflib
 import importlib.resources
 import os
 import pathlib
 
-from elmo_keras.download import cached_path, default_cache_dir
+from elmo_keras.download import URL_SCHEME, DownloadError, cached_path, default_cache_dir
+from elmo_keras.options import read_options
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
 MIRROR_VARIABLE = "ELMO_KERAS_MIRROR"
@@ -29,7 +31,12 @@ _ONE_BILLION = "1B Word Benchmark (about 800M tokens of WMT 2011 news)"
 
 def _published(folder, lstm_units, projection_dim, n_highway, parameters, trained_on):
     stem = f"{folder}/elmo_{folder}"
+    # What the published options.json holds: a file that differs is another model.
+    architecture = {"lstm.dim": lstm_units, "lstm.projection_dim": projection_dim}
+    architecture |= {"lstm.n_layers": 2, "char_cnn.n_highway": n_highway}
+    architecture |= {"char_cnn.filters": 2048, "char_cnn.embedding.dim": 16}
     return {
+        "architecture": architecture,
         "options": f"{stem}_options.json",
         "weights": f"{stem}_weights.hdf5",
         "lstm_units": lstm_units,
@@ -121,8 +128,10 @@ def resolve_preset(preset, cache_dir=None, progress=True):
         Two local paths. A published model is downloaded (and checked) on first use.
 
     Raises:
-        ValueError: an unknown name that is not a folder either; lists the known names.
-        elmo_keras.download.DownloadError: a download failed.
+        ValueError: an unknown name that is not a folder either; lists the known names (and
+            the closest one).
+        elmo_keras.download.DownloadError: a download failed, or the options of a published
+            name are not its published architecture (`check_architecture`).
 
     Example:
     >>> options, weights = resolve_preset("tiny")
@@ -134,12 +143,46 @@ def resolve_preset(preset, cache_dir=None, progress=True):
             return find_model_files(preset)
         raise ValueError(_unknown(preset))
     options, weights = preset_sources(preset)
-    if "package" in PRESETS[_preset_name(preset)]:
+    entry = PRESETS[_preset_name(preset)]
+    if "package" in entry:
         return options, weights  # inside the installed package: nothing to fetch
-    return (
-        cached_path(options, cache_dir=cache_dir, progress=progress),
-        cached_path(weights, cache_dir=cache_dir, progress=progress),
-    )
+    options = cached_path(options, cache_dir=cache_dir, progress=progress)
+    check_architecture(_preset_name(preset), options)  # before the large weight file
+    return options, cached_path(weights, cache_dir=cache_dir, progress=progress)
+
+
+def architecture(options):
+    """The numbers that tell published biLMs apart, from an options dict (`read_options`):
+    `{"lstm.dim": ..., "lstm.projection_dim": ..., "lstm.n_layers": ...,
+    "char_cnn.n_highway": ..., "char_cnn.filters": total filters, "char_cnn.embedding.dim"}`."""
+    lstm, cnn = options.get("lstm", {}), options.get("char_cnn", {})
+    return {
+        "lstm.dim": lstm.get("dim"),
+        "lstm.projection_dim": lstm.get("projection_dim"),
+        "lstm.n_layers": lstm.get("n_layers"),
+        "char_cnn.n_highway": cnn.get("n_highway"),
+        "char_cnn.filters": sum(int(count) for _, count in cnn.get("filters", [])),
+        "char_cnn.embedding.dim": cnn.get("embedding", {}).get("dim"),
+    }
+
+
+def check_architecture(name, options_path):
+    """Refuses an options file that is not the published preset `name`'s architecture (a
+    mirror or a cache serving another model under its names): one `DownloadError` naming the
+    file, the key, the published and the received value. The weights are then checked
+    against these options, dataset by dataset, when they are loaded
+    (`elmo_keras.weights.read_weight_arrays`)."""
+    expected = PRESETS[name].get("architecture")
+    if expected is None:
+        return
+    found = architecture(read_options(options_path))
+    for key, value in expected.items():
+        if found.get(key) != value:
+            raise DownloadError(
+                f"options file {options_path} is not the published preset {name!r}: {key} is "
+                f"{found.get(key)!r}, the published model has {value!r} (does "
+                f"${MIRROR_VARIABLE} serve another model under its names?)"
+            )
 
 
 def find_model_files(folder):
@@ -187,8 +230,19 @@ def _preset_name(preset):
 
 def _unknown(preset):
     names = ", ".join(repr(name) for name in PRESETS)
+    if isinstance(preset, str) and URL_SCHEME.match(preset):
+        scheme = preset.partition("://")[0]
+        return (
+            f"`preset` does not take {scheme}:// handles (model hubs such as hf:// or "
+            f"kaggle:// are not supported): give one of {names}, a model folder, or the "
+            f"files as http(s):// URLs (--options / --weights). Received: preset={preset!r}"
+        )
+    close = (
+        difflib.get_close_matches(preset.lower(), PRESETS, n=1) if isinstance(preset, str) else []
+    )
+    hint = f"Did you mean {close[0]!r}? " if close else ""
     return (
-        f"`preset` must be one of {names}, or a folder holding options.json and an .hdf5 "
+        f"{hint}`preset` must be one of {names}, or a folder holding options.json and an .hdf5 "
         f"weight file. Received: preset={preset!r}"
     )
 

@@ -55,6 +55,17 @@ def _read(handle, name, path, shape=None, what="weight file"):
     return array
 
 
+def _check_file(path, what):
+    """A missing file is a `FileNotFoundError`; a folder or a device (`/dev/null`) is a
+    `ValueError` saying so, not "not found"."""
+    if path.is_file():
+        return
+    if not path.exists():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    kind = "a directory" if path.is_dir() else "not a regular file (a device or a pipe?)"
+    raise ValueError(f"{what} {path} is {kind}; expected an hdf5 file")
+
+
 def _check_finite(array, name, path, what="weight file"):
     """A NaN or infinite value is a `ValueError` naming the file, the dataset and the count."""
     if not np.all(np.isfinite(array)):
@@ -109,8 +120,7 @@ def read_weight_arrays(weights_path, shapes, check_finite=True):
     import h5py
 
     weights_path = pathlib.Path(weights_path)
-    if not weights_path.is_file():
-        raise FileNotFoundError(f"weight file not found: {weights_path}")
+    _check_file(weights_path, "weight file")
     try:
         handle = h5py.File(weights_path, "r")
     except (OSError, RuntimeError, ValueError) as error:
@@ -209,8 +219,7 @@ def load_softmax(path, check_finite=True):
     import h5py
 
     path = pathlib.Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"softmax file not found: {path}")
+    _check_file(path, "softmax file")
     try:
         handle = h5py.File(path, "r")
     except (OSError, RuntimeError, ValueError) as error:

@@ -106,10 +106,13 @@ class FileServer(http.server.ThreadingHTTPServer):
         self.thread.join(5)
 
 
-def serve_presets(server, monkeypatch, tmp_path, folder=FIXTURES):
+def serve_presets(server, monkeypatch, tmp_path, folder=FIXTURES, pin=True):
     """Serves `folder`'s options.json and lm_weights.hdf5 under every published preset's names,
-    with `$ELMO_KERAS_MIRROR` pointing at the server and `$ELMO_KERAS_CACHE` in `tmp_path`."""
-    from elmo_keras.presets import PRESETS
+    with `$ELMO_KERAS_MIRROR` pointing at the server and `$ELMO_KERAS_CACHE` in `tmp_path`.
+    With `pin`, each preset's pinned architecture becomes the served files' (else the small
+    fixture under the published names is refused as another model)."""
+    from elmo_keras.options import read_options
+    from elmo_keras.presets import PRESETS, architecture
 
     options, weights = (
         (folder / "options.json").read_bytes(),
@@ -119,18 +122,27 @@ def serve_presets(server, monkeypatch, tmp_path, folder=FIXTURES):
         if "package" not in entry:
             server.files["/elmo/" + entry["options"]] = options
             server.files["/elmo/" + entry["weights"]] = weights
+            if pin:
+                served = architecture(read_options(folder / "options.json"))
+                monkeypatch.setitem(entry, "architecture", served)
     monkeypatch.setenv("ELMO_KERAS_MIRROR", server.url("/elmo/"))
     monkeypatch.setenv("ELMO_KERAS_CACHE", str(tmp_path / "cache"))
     return server
 
 
-@pytest.fixture
-def server(monkeypatch, tmp_path):
+def start_server(monkeypatch, tmp_path):
+    """A `FileServer` holding the fixture weights at `WEIGHTS`, the cache in `tmp_path`."""
     monkeypatch.setenv("ELMO_KERAS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("ELMO_KERAS_READ_TIMEOUT", "5")
     monkeypatch.setenv("ELMO_KERAS_CONNECT_TIMEOUT", "5")
     served = FileServer()
     served.files["/m/lm_weights.hdf5"] = (FIXTURES / "lm_weights.hdf5").read_bytes()
+    return served
+
+
+@pytest.fixture
+def server(monkeypatch, tmp_path):
+    served = start_server(monkeypatch, tmp_path)
     yield served
     served.stop()
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from elmo_keras import presets
+from elmo_keras.download import DownloadError
 from elmo_keras.presets import PRESETS, find_model_files, resolve_preset
 from tests.test_download import FIXTURES, FileServer, serve_presets
 
@@ -137,3 +138,50 @@ def test_elmo_embedding_from_a_preset_and_from_urls(mirror):
     sentences = tf.constant(["The bank closed early.", "Rivers flood."])
     assert tiny(sentences).shape == (2, 5, 32)
     np.testing.assert_array_equal(remote(sentences), tiny(sentences))
+
+
+def test_a_mirror_serving_another_model_under_a_presets_names_is_refused(
+    monkeypatch, tmp_path, capsys
+):
+    """Issue 30, point 11: `tiny`'s files under `small`'s names gave 32-dim vectors, exit 0."""
+    from elmo_keras.cli import main
+
+    server = serve_presets(FileServer(), monkeypatch, tmp_path, pin=False)
+    try:
+        with pytest.raises(DownloadError) as info:
+            resolve_preset("small")
+        assert main(["presets", "small"]) == 1
+    finally:
+        server.stop()
+    assert str(info.value).endswith(
+        "is not the published preset 'small': lstm.dim is 64, the published model has 1024 "
+        "(does $ELMO_KERAS_MIRROR serve another model under its names?)"
+    )
+    assert capsys.readouterr().err.count("\n") == 1  # one line
+    assert server.requests(f"/elmo/{PUBLISHED['small']}_weights.hdf5") == []  # never fetched
+
+
+def test_the_published_architectures_are_pinned():
+    # From the published *_options.json: char CNN filters [[1, 32], [2, 32], [3, 64], [4, 128],
+    # [5, 256], [6, 512], [7, 1024]] (2048), character embedding 16, two LSTM layers.
+    cnn = {"char_cnn.filters": 2048, "char_cnn.embedding.dim": 16, "lstm.n_layers": 2}
+    sizes = {"small": (1024, 128, 1), "medium": (2048, 256, 1), "original": (4096, 512, 2)}
+    sizes["original_5.5b"] = sizes["original"]
+    for name, (dim, projection, highway) in sizes.items():
+        expected = {"lstm.dim": dim, "lstm.projection_dim": projection, **cnn}
+        assert PRESETS[name]["architecture"] == {**expected, "char_cnn.n_highway": highway}
+
+
+@pytest.mark.parametrize(
+    ("preset", "start"),
+    [
+        ("smal", "Did you mean 'small'? `preset` must be one of "),
+        ("orignal", "Did you mean 'original'? `preset` must be one of "),
+        ("hf://allenai/elmo", "`preset` does not take hf:// handles (model hubs such as hf:// "),
+        ("kaggle://allenai/elmo", "`preset` does not take kaggle:// handles"),
+    ],
+)
+def test_a_typo_gets_a_suggestion_and_a_hub_handle_a_specific_line(preset, start):
+    with pytest.raises(ValueError) as info:
+        resolve_preset(preset)
+    assert str(info.value).startswith(start) and f"Received: preset={preset!r}" in str(info.value)

@@ -129,6 +129,8 @@ def test_bad_files(tmp_path, fixtures_dir):
     options, weights = copy_fixture(fixtures_dir, tmp_path)
     with pytest.raises(FileNotFoundError, match="weight file not found"):
         BiLM.from_bilm_tf(options, tmp_path / "missing.hdf5")
+    with pytest.raises(ValueError, match=r"weight file /dev/null is not a regular file \(a dev"):
+        BiLM.from_bilm_tf(options, "/dev/null")  # issue 30, point 12: was "not found"
     with pytest.raises(FileNotFoundError, match="options file not found"):
         BiLM.from_bilm_tf(tmp_path / "missing.json", weights)
     (tmp_path / "bad.json").write_text("{not json")

@@ -30,6 +30,8 @@ def run(args):
     if not os.path.isdir(args.model):
         raise CommandError(f"--model: folder not found: {args.model}")
     if not os.path.isfile(args.data):
+        if os.path.exists(args.data):
+            raise CommandError(f"--data: {args.data} is not a regular file (a folder or a device)")
         raise CommandError(f"--data: file not found: {args.data}")
     for name in ("batch_size", "unroll_steps"):
         if getattr(args, name) < 1:

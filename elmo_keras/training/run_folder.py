@@ -132,7 +132,22 @@ def load_run(run_dir):
             raise ValueError(
                 f"{config_path}: '{key}' must be {expected}. Received: {settings[key]!r}"
             )
+    _check_saved_config(settings["config"], config_path)
     return settings, Vocabulary.load(run_dir / VOCAB_FILE)
+
+
+def _check_saved_config(config, config_path):
+    """A bad value in the saved configuration names the file and the run it belongs to, not
+    only the key (the same check a new run's configuration gets)."""
+    from elmo_keras.training.configs import normalize_config  # noqa: PLC0415
+
+    try:
+        normalize_config(config)
+    except ValueError as error:
+        raise ValueError(
+            f"{config_path} (the saved run's settings), key 'config': {error}; restore the file "
+            "from a copy, or start a new run in another folder"
+        ) from None
 
 
 def has_checkpoints(run_dir):

@@ -144,6 +144,7 @@ def hdf5_bytes(path):
             "--batch-size must be an integer in [1, 65536]. Received: --batch-size=10000000",
         ),
         (["evaluate", "--model", "/nonexistent", "--data", "a.txt"], "folder not found"),
+        (["evaluate", "--model", "/", "--data", "/dev/null"], "/dev/null is not a regular file"),
         (["snapshot", "--run", "/nonexistent", "--output", "x"], "not a training run"),
     ],
 )

@@ -117,3 +117,26 @@ def test_resume_from_another_working_directory(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["train", "--output", "run", "--steps", "3", "--resume"]) == 0
     assert "trained 3 steps" in capsys.readouterr().out
+
+
+def test_a_bad_saved_configuration_names_the_file_and_the_run(tmp_path, capsys):
+    """Issue 30, point 12: a bad value in training_config.json's `config` named only the key
+    ("`batch_size` must be ..."); now the file and the saved run are named, for every command
+    that reads the run (here `snapshot`; `train --resume` reads it the same way)."""
+    from elmo_keras.text.vocabulary import Vocabulary
+    from elmo_keras.training.configs import get_config
+    from elmo_keras.training.run_folder import save_run
+
+    config = get_config("tiny")
+    config["batch_size"] = -1
+    settings = {"config": config, "seed": 0, "tokenization_mode": "whitespace"}
+    settings |= {"carry_state": True, "train": DATA}
+    save_run(tmp_path / "run", settings, Vocabulary(["<S>", "</S>", "<UNK>", "the"]))
+    assert main(["snapshot", "--run", str(tmp_path / "run"), "--output", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        f"{tmp_path / 'run' / 'training_config.json'} (the saved run's settings), key 'config': "
+        "`batch_size` must be an integer in [1, 65536]. Received: batch_size=-1; restore the "
+        "file from a copy, or start a new run in another folder"
+    ), err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "m").exists()
