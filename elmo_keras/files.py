@@ -10,6 +10,9 @@ TensorFlow's tracing, may swallow); Ctrl-C's `KeyboardInterrupt` cleans up on it
 SIGKILL cannot be caught: temporary names carry the writer's host and process id
 (`.NAME.partial-HOST.PID.XXXXXXXX`, like git's `gc.pid`), and the next write of `NAME` removes
 those of ended processes (`remove_stale`); nothing else is ever removed.
+
+One writer per output and the permissions a finished output gets (0666 or 0777 less the
+umask): `elmo_keras.output_access`, which `atomic_file` and `atomic_directory` use.
 """
 
 import contextlib

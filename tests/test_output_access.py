@@ -38,34 +38,36 @@ WRITER = textwrap.dedent(
 )
 
 
+def start_writer(folder, marker):
+    """Starts `WRITER` on `folder` and returns the process once it is inside its block; its
+    `finish()` lets it end and checks that it succeeded."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder), str(marker)], stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + TIMEOUT
+    while not marker.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the writer never started: {process.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+
+    def finish():
+        marker.with_name(marker.name + ".go").touch()
+        _, err = process.communicate(timeout=TIMEOUT)
+        assert process.returncode == 0, err[-2000:]
+
+    process.finish = finish
+    return process
+
+
 @pytest.fixture
 def writing(tmp_path):
-    """Starts `WRITER` on a folder and returns once it is inside its block; lets it finish
-    (the test's `finish()`) or kills it at the end."""
+    """`start_writer` for a test; a writer still running at the end is killed."""
     processes = []
 
     def start(folder):
-        marker = tmp_path / f"writing-{len(processes)}"
-        process = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(folder), str(marker)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        processes.append(process)
-        deadline = time.monotonic() + TIMEOUT
-        while not marker.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"the writer never started: {process.communicate()[1][-2000:]}")
-            time.sleep(0.05)
-
-        def finish():
-            marker.with_name(marker.name + ".go").touch()
-            _, err = process.communicate(timeout=TIMEOUT)
-            assert process.returncode == 0, err[-2000:]
-
-        process.finish = finish
-        return process
+        processes.append(start_writer(folder, tmp_path / f"writing-{len(processes)}"))
+        return processes[-1]
 
     yield start
     for process in processes:

@@ -19,6 +19,7 @@ from elmo_keras.beam import read_embeddings, to_hdf5  # noqa: E402
 from elmo_keras.cli import main  # noqa: E402
 from elmo_keras.cli._common import read_sentences  # noqa: E402
 from elmo_keras.output_access import current_umask  # noqa: E402
+from tests.test_output_access import start_writer  # noqa: E402
 
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
@@ -162,6 +163,23 @@ def test_a_failed_overwrite_keeps_the_old_output_and_leaves_nothing(
     assert names == ["emb-00000-of-00001", "emb-summary-of-results.txt"]
     mode = (out / "emb-00000-of-00001").stat().st_mode & 0o777  # as the umask allows
     assert mode == 0o666 & ~current_umask()
+
+
+def test_a_second_run_to_one_output_ends_with_one_line(onnx_model, corpus, tmp_path, capsys):
+    """Two runs to one prefix ran side by side (both wrote, the shards mixed); now the second
+    ends before its pipeline, naming the run that holds the output."""
+    prefix = tmp_path / "emb"
+    first = start_writer(prefix, tmp_path / "marker")  # holds the output's lock while it writes
+    try:
+        argv = ["beam-embed", "--model", str(onnx_model), "--input", str(corpus / "short.txt")]
+        assert main([*argv, "--output", str(prefix), "--direct_num_workers=1"]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"{prefix} is being written by another run (process {first.pid} on " in line
+        first.finish()
+    finally:
+        first.kill()
+        first.wait(timeout=60)
+    assert not list(tmp_path.glob("emb-*"))
 
 
 def _contents(folder):
