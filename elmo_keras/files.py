@@ -10,6 +10,9 @@ TensorFlow's tracing, may swallow); Ctrl-C's `KeyboardInterrupt` cleans up on it
 SIGKILL cannot be caught: temporary names carry the writer's host and process id
 (`.NAME.partial-HOST.PID.XXXXXXXX`, like git's `gc.pid`), and the next write of `NAME` removes
 those of ended processes (`remove_stale`); nothing else is ever removed.
+
+One writer per output and the permissions a finished output gets (0666 or 0777 less the
+umask): `elmo_keras.output_access`, which `atomic_file` and `atomic_directory` use.
 """
 
 import contextlib
@@ -22,6 +25,15 @@ import socket
 import tempfile
 import threading
 import zlib
+
+from elmo_keras.output_access import (
+    check_output,
+    give_usual_mode,
+    lock_path,
+    output_lock,
+    remove_held_locks,
+    remove_stale_lock,
+)
 
 _HOST = re.sub(r"[^A-Za-z0-9-]", "", socket.gethostname())[:32] or "host"
 _TERMINATING = tuple(
@@ -36,6 +48,7 @@ def _terminate(signum, frame):
     for path, is_folder in list(_LIVE.items()):
         with contextlib.suppress(OSError):
             shutil.rmtree(path) if is_folder else os.unlink(path)
+    remove_held_locks()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)  # the default action ends the process here
 
@@ -111,11 +124,11 @@ def remove_stale(path):
     Only entries with this module's temporary names for `path`, made on this host by a process
     that has ended, owned by the current user and not symbolic links, are touched. A previous
     output moved aside by `atomic_directory` is put back if `path` is missing (the swap was cut
-    short), else deleted.
+    short), else deleted. A lock file nobody holds goes too (`output_access.remove_stale_lock`).
     """
     path = pathlib.Path(path)
     pattern = _leftover_pattern(path.name)
-    removed = []
+    removed = [lock_path(path)] if remove_stale_lock(path) else []
     try:
         entries = list(os.scandir(path.parent))
     except OSError:
@@ -139,36 +152,6 @@ def remove_stale(path):
         except OSError:
             continue  # gone meanwhile, or not ours to remove: leave it
     return removed
-
-
-def check_output(output, overwrite=False, kind=None):
-    """Returns `output` as a path, if writing it is allowed.
-
-    Args:
-        output: str or path-like.
-        overwrite: bool. An existing `output` may be replaced. Defaults to `False`.
-        kind: `"file"`, `"directory"` or `None`. With `overwrite`, only an existing regular
-            file (or folder) is ever replaced: a device, a socket, a pipe, or a folder where a
-            file is expected is refused, even with `overwrite`. Defaults to `None` (no check).
-
-    Raises:
-        FileExistsError: `output` exists and `overwrite` is false.
-        ValueError: `output` exists and is not of `kind`.
-    """
-    output = pathlib.Path(output)
-    if not (output.exists() or output.is_symlink()):
-        return output
-    if not overwrite:
-        raise FileExistsError(
-            f"The output {str(output)!r} already exists; pass `overwrite=True` "
-            "(`--overwrite`) to replace it."
-        )
-    if kind == "file" and not output.is_file():
-        what = "a directory" if output.is_dir() else "not a regular file"
-        raise ValueError(f"The output {str(output)!r} is {what}; only a regular file is replaced.")
-    if kind == "directory" and not output.is_dir():
-        raise ValueError(f"The output {str(output)!r} is not a directory; only one is replaced.")
-    return output
 
 
 def check_writable(output, make_parents=True):
@@ -198,9 +181,12 @@ def check_writable(output, make_parents=True):
 
 @contextlib.contextmanager
 def atomic_file(path, overwrite=True, make_parents=True):
-    """Yields a temporary path beside `path`; it becomes `path` when the block succeeds.
+    """Yields a temporary path beside `path`; it becomes `path` when the block succeeds, with
+    the usual permissions (0666 less the umask; private while it is written).
 
-    Leftovers of interrupted writes of `path` are removed first (`remove_stale`).
+    Leftovers of interrupted writes of `path` are removed first (`remove_stale`). Without
+    `overwrite`, the block holds `path`'s lock (`output_access.output_lock`): of two writers
+    of a new `path` one succeeds, the other gets a `BlockingIOError` or a `FileExistsError`.
 
     Args:
         path: str or path-like. The file to write.
@@ -213,23 +199,43 @@ def atomic_file(path, overwrite=True, make_parents=True):
         path.parent.mkdir(parents=True, exist_ok=True)
     elif not path.parent.is_dir():
         raise FileNotFoundError(f"output folder does not exist: {path.parent}")
-    remove_stale(path)
+    with contextlib.ExitStack() as held:
+        if not overwrite:
+            held.enter_context(output_lock(path))
+            check_output(path, overwrite, kind="file")  # another writer may have finished
+        remove_stale(path)
+        with temporary_output(path) as tmp:
+            yield tmp
+            give_usual_mode(tmp)
+            os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def temporary_output(path, is_folder=False):
+    """Yields a new empty file (or folder) beside `path`, named as a leftover of `path`'s
+    writes (`remove_stale` removes it after a SIGKILL); it is removed when the block ends
+    unless renamed, and by SIGTERM or SIGHUP meanwhile (`cleanup_on_signals`)."""
+    path = pathlib.Path(path)
     tmp = None
     with cleanup_on_signals():
         try:
             with deferred_signals():  # a signal is acted on once `tmp` is known
-                fd, name = tempfile.mkstemp(
-                    prefix=_temp_prefix(path.name, "partial"), dir=path.parent
-                )
-                os.close(fd)
-                tmp = pathlib.Path(name)
-                _LIVE[tmp] = False
+                prefix = _temp_prefix(path.name, "partial")
+                if is_folder:
+                    tmp = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir=path.parent))
+                else:
+                    fd, name = tempfile.mkstemp(prefix=prefix, dir=path.parent)
+                    os.close(fd)
+                    tmp = pathlib.Path(name)
+                _LIVE[tmp] = is_folder
             yield tmp
-            os.replace(tmp, path)
         finally:
             if tmp is not None:
                 with deferred_signals():
-                    tmp.unlink(missing_ok=True)
+                    if is_folder:
+                        shutil.rmtree(tmp, ignore_errors=True)
+                    else:
+                        tmp.unlink(missing_ok=True)
                     _LIVE.pop(tmp, None)
 
 
@@ -243,35 +249,28 @@ def write_text(path, text):
 def atomic_directory(output, overwrite=False):
     """Yields a fresh temporary folder that becomes `output` when the block succeeds.
 
-    The temporary folder is created in `output`'s parent, after the leftovers of interrupted
-    writes of `output` are removed (`remove_stale`). On an exception it is deleted and
-    `output` is left as it was. With `overwrite=True` an existing `output` is moved aside,
-    replaced, then deleted; if the final rename fails the old output is put back.
+    The block holds `output`'s lock (`output_access.output_lock`: a second writer of `output`
+    gets a `BlockingIOError`). The temporary folder is created in `output`'s parent, after the
+    leftovers of interrupted writes of `output` are removed (`remove_stale`). On an exception
+    it is deleted and `output` is left as it was. With `overwrite=True` an existing `output` is
+    moved aside, replaced, then deleted; if the final rename fails the old output is put back.
+    The new folder gets the usual permissions (0777 less the umask).
 
     Args:
         output: str or path-like. The folder to create.
         overwrite: bool. Replace an existing `output`. Defaults to `False`.
     """
     output = check_output(output, overwrite, kind="directory").absolute()
-    parent = output.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(output)
-    staging = None
-    with cleanup_on_signals():
-        try:
-            with deferred_signals():  # a signal is acted on once `staging` is known
-                prefix = _temp_prefix(output.name, "partial")
-                staging = pathlib.Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-                _LIVE[staging] = True
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(output):
+        check_output(output, overwrite, kind="directory")  # another writer may have finished
+        remove_stale(output)
+        with temporary_output(output, is_folder=True) as staging:
             yield staging
-            check_output(output, overwrite, kind="directory")  # it may have changed meanwhile
+            check_output(output, overwrite, kind="directory")  # not made meanwhile by others
+            give_usual_mode(staging, is_folder=True)
             with deferred_signals():  # the swap is not cut in the middle
                 _swap_into_place(staging, output)
-        finally:
-            if staging is not None:
-                with deferred_signals():
-                    shutil.rmtree(staging, ignore_errors=True)
-                    _LIVE.pop(staging, None)
 
 
 def _swap_into_place(staging, output):

@@ -1,6 +1,9 @@
 """`elmo-keras beam-embed`: every biLM layer for each line of many files, on Apache Beam."""
 
+import contextlib
 import os
+import re
+import uuid
 
 from elmo_keras.cli import CommandError
 
@@ -35,7 +38,10 @@ def add_parser(subparsers):
         "--num-shards", type=int, default=0, help="output shards (default 0: the runner decides)"
     )
     parser.add_argument(
-        "--overwrite", action="store_true", help="delete existing PREFIX-*-of-* shards first"
+        "--overwrite",
+        action="store_true",
+        help="replace existing PREFIX-SSSSS-of-NNNNN shards (removed once the new ones are "
+        "written; other files are kept)",
     )
     # Beam's options are the flags the parser does not know, in their order (`main` keeps
     # them): a positional argument here would take the value of `--name value` away.
@@ -82,17 +88,52 @@ def _check_files(args, file_systems):
         raise CommandError(f"--model not found: {args.model}")
     if not file_systems.match([args.input])[0].metadata_list:
         raise CommandError(f"--input matched no files: {args.input}")
-    shards = f"{args.output}-*-of-*"
-    existing = [m.path for m in file_systems.match([shards])[0].metadata_list]
+    existing = own_shards(file_systems, args.output)
     if existing and not args.overwrite:
         raise CommandError(
-            f"{len(existing)} output shard(s) {shards} exist (pass --overwrite to replace them)"
+            f"{len(existing)} output shard(s) {args.output}-SSSSS-of-NNNNN exist (pass "
+            "--overwrite to replace them)"
         )
-    if existing:  # stale shards of an earlier run with another shard count would stay
-        file_systems.delete(existing)
     parent = os.path.dirname(args.output)
     if "://" not in args.output and parent and not os.path.isdir(parent):
         raise CommandError(f"output folder does not exist: {parent}")
+
+
+def own_shards(file_systems, prefix):
+    """The shards of `prefix` that exist, by Beam's names (`PREFIX-SSSSS-of-NNNNN`, five or
+    more digits each): never another file that merely starts with `PREFIX-`."""
+    found = file_systems.match([f"{prefix}-*-of-*"])[0].metadata_list
+    return sorted(m.path for m in found if _SHARD.fullmatch(m.path[len(prefix) :]))
+
+
+_SHARD = re.compile(r"-[0-9]{5,}-of-[0-9]{5,}")
+
+
+def _staging_prefix(args, held):
+    """Where the pipeline writes: a new folder beside the output (a local one is locked,
+    removed at the end, by SIGTERM, or by the next run after a SIGKILL)."""
+    from elmo_keras.files import remove_stale, temporary_output
+    from elmo_keras.output_access import output_lock
+
+    name = os.path.basename(args.output)
+    if "://" in args.output:  # no lock, no signal clean-up on a remote file system
+        return f"{os.path.dirname(args.output)}/.{name}.partial-{uuid.uuid4().hex}/{name}"
+    held.enter_context(output_lock(args.output))  # a second run ends with one line, exit 1
+    remove_stale(args.output)
+    return os.path.join(held.enter_context(temporary_output(args.output, is_folder=True)), name)
+
+
+def _replace_shards(file_systems, staging, output, old):
+    """Renames the new shards into place, then deletes the old ones no new shard replaced."""
+    from elmo_keras.files import deferred_signals
+
+    new = own_shards(file_systems, staging)
+    targets = [output + path[len(staging) :] for path in new]
+    with deferred_signals():
+        file_systems.rename(new, targets)
+        stale = sorted(set(old) - set(targets))
+        if stale:
+            file_systems.delete(stale)
 
 
 def _counter(result, name):
@@ -103,6 +144,17 @@ def _counter(result, name):
     except (AttributeError, NotImplementedError):  # a runner without metrics
         return None
     return sum(c.committed or c.attempted or 0 for c in counters)
+
+
+def _last_line(error):
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+def _delete_all(file_systems, folder):
+    found = file_systems.match([f"{folder}/**"])[0].metadata_list
+    if found:
+        file_systems.delete([m.path for m in found])
 
 
 def run(args):
@@ -117,16 +169,29 @@ def run(args):
 
     args.model, args.input, args.output = map(_local, (args.model, args.input, args.output))
     _check_files(args, FileSystems)
-    pipeline = beam.Pipeline(options=PipelineOptions([f"--runner={args.runner}", *options]))
-    _ = (
-        pipeline
-        | "ReadLines" >> ReadLines(args.input)
-        | "EmbedLines"
-        >> EmbedLines(args.model, args.batch_size, args.max_batch_tokens, None, args.threads)
-        | "WriteEmbeddings" >> WriteEmbeddings(args.output, args.num_shards)
-    )
-    result = pipeline.run()
-    result.wait_until_finish()
+    with contextlib.ExitStack() as held:
+        staging = _staging_prefix(args, held)
+        old = own_shards(FileSystems, args.output)
+        if old and not args.overwrite:  # written meanwhile by another run
+            raise FileExistsError(f"output shards {args.output}-SSSSS-of-NNNNN exist")
+        if "://" in args.output:
+            held.callback(_delete_all, FileSystems, os.path.dirname(staging))
+        pipeline = beam.Pipeline(options=PipelineOptions([f"--runner={args.runner}", *options]))
+        _ = (
+            pipeline
+            | "ReadLines" >> ReadLines(args.input)
+            | "EmbedLines"
+            >> EmbedLines(args.model, args.batch_size, args.max_batch_tokens, None, args.threads)
+            | "WriteEmbeddings" >> WriteEmbeddings(staging, args.num_shards)
+        )
+        try:
+            result = pipeline.run()
+            result.wait_until_finish()
+        except Exception as error:  # a worker's failure: one line, the old shards kept
+            raise OSError(
+                f"the pipeline failed; {args.output}-*-of-* is left as it was: {_last_line(error)}"
+            ) from None
+        _replace_shards(FileSystems, staging, args.output, old)
     lines, tokens = _counter(result, "lines"), _counter(result, "tokens")
     counts = f"{lines} lines ({tokens} tokens)" if lines is not None else "the embeddings"
     print(f"wrote {counts} to {args.output}-*-of-*")

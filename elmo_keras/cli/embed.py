@@ -1,5 +1,6 @@
 """`elmo-keras embed`: every layer of the biLM for each sentence of a file, into hdf5."""
 
+import contextlib
 import pathlib
 
 from elmo_keras.cli import CommandError
@@ -114,16 +115,22 @@ def make_embedder(args):
     return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
 
 
-def check_output_location(args):
+def check_output_location(args, held):
     """The output's problems, found before any work: an existing output without --overwrite,
-    a device or folder in its place, a missing or unwritable folder. Returns the path."""
+    a device or folder in its place, a missing or unwritable folder. Then the output's lock is
+    taken for the rest of the run (`held`, an `ExitStack`): a second run writing the same
+    output, with or without --overwrite, ends with one line. Returns the path."""
     from elmo_keras.files import check_output, check_writable, remove_stale
+    from elmo_keras.output_access import output_lock
 
     output = pathlib.Path(args.output)
     if output.exists() and not args.overwrite:
         raise CommandError(f"output exists: {output} (pass --overwrite to replace it)")
     check_output(output, overwrite=True, kind="file")  # a device or a folder is never replaced
     check_writable(output, make_parents=False)
+    held.enter_context(output_lock(output))
+    if not args.overwrite and (output.exists() or output.is_symlink()):
+        raise FileExistsError(f"output exists: {output} (another run has just written it)")
     remove_stale(output)  # what killed runs left, before the free space is counted
     return output
 
@@ -176,18 +183,22 @@ def run(args):
 
     check_arguments(args)
     lines, tokens, sentences = input_sentences(args.input)  # the sizes, without the model
-    output = check_output_location(args)
-    embedder = make_embedder(args)
-    check_free_space(output, tokens, embedder)
-    # A second pass streams: one chunk of sentences and one batch of arrays in memory at a
-    # time, each batch written as it finishes (in length order; datasets are named by line).
-    pairs = embedder.iter_embed(sentences, progress=Progress(lines))
-    try:
-        write_datasets(
-            output, finite_datasets(pairs, output), overwrite=args.overwrite, make_parents=False
-        )
-    except RuntimeError as error:  # an hdf5 failure that is not an OSError: one line too
-        reason = " ".join(str(error).split())
-        raise OSError(f"could not write {output}: {reason}; nothing was written") from None
+    with contextlib.ExitStack() as held:
+        output = check_output_location(args, held)
+        embedder = make_embedder(args)
+        check_free_space(output, tokens, embedder)
+        # A second pass streams: one chunk of sentences and one batch of arrays in memory at a
+        # time, each batch written as it finishes (in length order; datasets named by line).
+        pairs = embedder.iter_embed(sentences, progress=Progress(lines))
+        try:
+            write_datasets(
+                output,
+                finite_datasets(pairs, output),
+                overwrite=args.overwrite,
+                make_parents=False,
+            )
+        except RuntimeError as error:  # an hdf5 failure that is not an OSError: one line too
+            reason = " ".join(str(error).split())
+            raise OSError(f"could not write {output}: {reason}; nothing was written") from None
     print(f"wrote {lines} sentences ({tokens} tokens) to {output}")
     return 0

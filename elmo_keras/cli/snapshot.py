@@ -1,6 +1,7 @@
 """`elmo-keras snapshot`: a training checkpoint's weights in the published layout."""
 
 import os
+import pathlib
 
 from elmo_keras.cli import CommandError
 
@@ -29,24 +30,27 @@ def add_parser(subparsers):
 def run(args):
     if not os.path.isfile(os.path.join(args.run, "training_config.json")):
         raise CommandError(f"--run: not a training run (no training_config.json): {args.run}")
-    existing = [
-        name
-        for name in ("options.json", "lm_weights.hdf5")
-        if os.path.exists(os.path.join(args.output, name))
-    ]
-    if existing and not args.overwrite:
-        raise CommandError(
-            f"--output {args.output} already holds {', '.join(existing)}; pass --overwrite"
-        )
-    from elmo_keras.cli import import_tensorflow
+    from elmo_keras.output_access import output_lock
 
-    import_tensorflow()
-    from elmo_keras.training.pipeline import export_checkpoint
+    output = pathlib.Path(args.output).absolute()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(output):  # a second snapshot into --output ends with one line, exit 1
+        existing = [
+            name for name in ("options.json", "lm_weights.hdf5") if (output / name).exists()
+        ]
+        if existing and not args.overwrite:
+            raise CommandError(
+                f"--output {args.output} already holds {', '.join(existing)}; pass --overwrite"
+            )
+        from elmo_keras.cli import import_tensorflow
 
-    try:
-        written = export_checkpoint(args.run, args.output, args.checkpoint)
-    except ValueError as error:
-        raise CommandError(str(error)) from None
+        import_tensorflow()
+        from elmo_keras.training.pipeline import export_checkpoint
+
+        try:
+            written = export_checkpoint(args.run, args.output, args.checkpoint)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
     print(
         f"wrote {args.output}/options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5 from {written}"
     )

@@ -6,9 +6,10 @@ A model folder holds `options.json` and `lm_weights.hdf5` (bilm-tf's layout, rea
 atomically. TensorFlow is imported by the functions that need it, not by this module.
 """
 
+import os
 import pathlib
 
-from elmo_keras.files import atomic_file
+from elmo_keras.files import atomic_file, deferred_signals, remove_stale, temporary_output
 from elmo_keras.options import write_options
 from elmo_keras.text.vocabulary import Vocabulary
 
@@ -28,6 +29,10 @@ def save_vocabulary(vocabulary, path):
 def export_model(model, vocabulary, output_dir):
     """Writes a trained `LanguageModel`: options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5.
 
+    The four files are written in a temporary folder inside `output_dir` first and renamed
+    into place together once all are complete (signals wait for the renames): a failure or an
+    interruption leaves the files already there as they were, never a mix of old and new.
+
     Args:
         model: `LanguageModel`. Its biLM and softmax are written (float32 whatever the compute
             dtype).
@@ -40,14 +45,19 @@ def export_model(model, vocabulary, output_dir):
 
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    write_options(model.bilm.to_options(), output_dir / OPTIONS_FILE)
-    save_weights(model.bilm, output_dir / WEIGHTS_FILE)
-    save_vocabulary(vocabulary, output_dir / VOCAB_FILE)
-    save_softmax(
-        output_dir / SOFTMAX_FILE,
-        keras.ops.convert_to_numpy(model.softmax_kernel),
-        keras.ops.convert_to_numpy(model.softmax_bias),
-    )
+    remove_stale(output_dir / WEIGHTS_FILE)  # a staging folder of a killed write
+    with temporary_output(output_dir / WEIGHTS_FILE, is_folder=True) as staging:
+        write_options(model.bilm.to_options(), staging / OPTIONS_FILE)
+        save_weights(model.bilm, staging / WEIGHTS_FILE)
+        save_vocabulary(vocabulary, staging / VOCAB_FILE)
+        save_softmax(
+            staging / SOFTMAX_FILE,
+            keras.ops.convert_to_numpy(model.softmax_kernel),
+            keras.ops.convert_to_numpy(model.softmax_bias),
+        )
+        with deferred_signals():
+            for name in MODEL_FILES:
+                os.replace(staging / name, output_dir / name)
 
 
 def load_language_model(model_dir):

@@ -20,9 +20,9 @@ import contextlib
 import json
 import os
 import pathlib
-import socket
 
 from elmo_keras.files import write_text
+from elmo_keras.output_access import exclusive_lock
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.model_files import VOCAB_FILE, save_vocabulary
 
@@ -198,36 +198,30 @@ class RunFolderBusy(ValueError):
 def lock_run(run_dir):
     """Holds the run folder for one training run: a second one is refused while it lives.
 
-    An exclusive `flock` on `run_dir/.run.lock` (created if missing), which records the holder's
-    host and process id. The operating system releases it when the process ends in any way
+    An exclusive `flock` on `run_dir/.run.lock` (created if missing, kept afterwards), which
+    records the holder's host and process id (`output_access.exclusive_lock`, the lock every
+    output's writer takes). The operating system releases it when the process ends in any way
     (SIGKILL included), so no stale lock outlives its run. Where `fcntl` is missing (Windows),
     nothing is locked.
 
     Raises:
         RunFolderBusy: another process holds it; the message names the folder and the holder.
     """
-    try:
-        import fcntl  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
     run_dir = pathlib.Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    try:
+
+    def busy(holder):
+        return (
+            f"{run_dir} is used by another training run ({holder}); wait for it to end or "
+            "choose another output folder"
+        )
+
+    with contextlib.ExitStack() as held:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown"
-            raise RunFolderBusy(
-                f"{run_dir} is used by another training run ({holder}); wait for it to end or "
-                "choose another output folder"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            held.enter_context(exclusive_lock(run_dir / LOCK_FILE, busy, remove=False))
+        except BlockingIOError as error:
+            raise RunFolderBusy(str(error)) from None
         yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def text_fingerprint(train_files):

@@ -18,6 +18,8 @@ pytest.importorskip(
 from elmo_keras.beam import read_embeddings, to_hdf5  # noqa: E402
 from elmo_keras.cli import main  # noqa: E402
 from elmo_keras.cli._common import read_sentences  # noqa: E402
+from elmo_keras.output_access import current_umask  # noqa: E402
+from tests.test_output_access import start_writer  # noqa: E402
 
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
@@ -154,3 +156,52 @@ def test_without_apache_beam_the_command_names_the_extra(tmp_path):
     assert result.stderr.strip().splitlines() == [
         'elmo-keras beam-embed: error: apache-beam is not installed: pip install "elmo-keras[beam]"'
     ]
+
+
+def test_a_failed_overwrite_keeps_the_old_output_and_leaves_nothing(
+    onnx_model, corpus, tmp_path, capsys
+):
+    """Issue 30, point 1: `--overwrite` deleted every `emb-*-of-*` match (here the user's
+    `emb-summary-of-results.txt`) before the run, then a bad model lost the old shards and
+    left an empty `beam-temp-emb-*` folder."""
+    out, bad = tmp_path / "out", tmp_path / "bad.onnx"
+    out.mkdir()
+    bad.write_bytes(b"not an ONNX model")
+    argv = ["beam-embed", "--input", str(corpus / "short.txt"), "--output", str(out / "emb")]
+    argv += ["--num-shards", "2", "--direct_num_workers=1"]
+    assert main([*argv, "--model", str(onnx_model)]) == 0
+    (out / "emb-summary-of-results.txt").write_text("the user's own file")
+    before = _contents(out)
+    capsys.readouterr()
+    assert main([*argv, "--model", str(bad), "--overwrite"]) == 1
+    assert _contents(out) == before  # the old code: shards and summary gone, beam-temp-emb-*
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "is left as it was" in err, err
+    # A good run replaces its own shards (two by one) and nothing else.
+    argv[argv.index("2")] = "1"
+    assert main([*argv, "--model", str(onnx_model), "--overwrite"]) == 0
+    names = sorted(path.name for path in out.iterdir())
+    assert names == ["emb-00000-of-00001", "emb-summary-of-results.txt"]
+    mode = (out / "emb-00000-of-00001").stat().st_mode & 0o777  # as the umask allows
+    assert mode == 0o666 & ~current_umask()
+
+
+def test_a_second_run_to_one_output_ends_with_one_line(onnx_model, corpus, tmp_path, capsys):
+    """Two runs to one prefix ran side by side (both wrote, the shards mixed); now the second
+    ends before its pipeline, naming the run that holds the output."""
+    prefix = tmp_path / "emb"
+    first = start_writer(prefix, tmp_path / "marker")  # holds the output's lock while it writes
+    try:
+        argv = ["beam-embed", "--model", str(onnx_model), "--input", str(corpus / "short.txt")]
+        assert main([*argv, "--output", str(prefix), "--direct_num_workers=1"]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"{prefix} is being written by another run (process {first.pid} on " in line
+        first.finish()
+    finally:
+        first.kill()
+        first.wait(timeout=60)
+    assert not list(tmp_path.glob("emb-*"))
+
+
+def _contents(folder):
+    return {p.name: p.read_bytes() if p.is_file() else "a folder" for p in folder.iterdir()}

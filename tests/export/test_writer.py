@@ -18,8 +18,10 @@ from elmo_keras.cli import main
 from elmo_keras.text.char_ids import batch_to_char_ids
 
 
-def _leftovers(parent, name):
-    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+def _leftovers(parent, name, locks=True):
+    """Hidden entries of writes of `name`: staging folders and (with `locks`) its lock file."""
+    found = (p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+    return sorted(n for n in found if locks or n != f".{name}.lock")
 
 
 def test_cli_writes_onnx_and_int8_from_a_run_dir(fixture_bilms, tmp_path, capsys):
@@ -310,11 +312,13 @@ def test_a_killed_export_leaves_a_staging_folder_the_next_one_removes(tmp_path, 
     killed = _wait_for_staging(first, tmp_path, "export")
     first.send_signal(signal.SIGKILL)
     _finish(first)
-    assert _leftovers(tmp_path, "export") == [killed]  # SIGKILL cannot be caught
+    # SIGKILL cannot be caught: the staging folder stays, and the lock file (not the lock)
+    assert _leftovers(tmp_path, "export", locks=False) == [killed]
 
     (tmp_path / "go again").touch()
     _wait_for_staging(second, tmp_path, "export", other_than=[killed])
     assert killed not in _leftovers(tmp_path, "export")  # removed by the next export
+    assert ".export.lock" in _leftovers(tmp_path, "export")  # the second holds it now
     second.send_signal(signal.SIGTERM)  # while TensorFlow writes the SavedModel
     err, code = _finish(second)
     assert code == -signal.SIGTERM and "Traceback" not in err, err[-2000:]  # a shell: 143

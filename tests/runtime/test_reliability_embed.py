@@ -33,6 +33,7 @@ PAUSING_EMBED = textwrap.dedent(
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
     marker = pathlib.Path(sys.argv[1])
+    go = marker.with_name(marker.name + ".go")  # the test lets it finish by creating this
 
     iter_embed = onnx_embedder.OnnxEmbedder.iter_embed
 
@@ -41,6 +42,8 @@ PAUSING_EMBED = textwrap.dedent(
             if i == 2:
                 marker.write_text(str(os.getpid()))
                 for _ in range(1200):
+                    if go.exists():
+                        break
                     time.sleep(0.05)
             yield item
 
@@ -70,8 +73,10 @@ def _embed_args(onnx_model, input_file, output):
     ]
 
 
-def _leftovers(folder, name):
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith(f".{name}."))
+def _leftovers(folder, name, locks=True):
+    """Hidden files of writes of `name`: temporary outputs and (with `locks`) its lock file."""
+    found = (p.name for p in folder.iterdir() if p.name.startswith(f".{name}."))
+    return sorted(n for n in found if locks or n != f".{name}.lock")
 
 
 def _start_and_wait_until_writing(args, tmp_path):
@@ -89,6 +94,7 @@ def _start_and_wait_until_writing(args, tmp_path):
             _, err = process.communicate(timeout=TIMEOUT)
             pytest.fail(f"the run never reached the writing: {err[-2000:]}")
         time.sleep(0.05)
+    process.go = marker.with_name(marker.name + ".go")
     return process
 
 
@@ -109,13 +115,14 @@ def test_sigkill_leaves_a_partial_file_the_next_run_removes_then_sigterm_leaves_
     output = tmp_path / "out.hdf5"
     args = _embed_args(onnx_model, input_file, output)
     first = _start_and_wait_until_writing(args, tmp_path)
-    (killed,) = _leftovers(tmp_path, "out.hdf5")  # the hdf5 file being written
+    (killed,) = _leftovers(tmp_path, "out.hdf5", locks=False)  # the hdf5 file being written
     first.send_signal(signal.SIGKILL)
     assert _finish(first)[0] == -signal.SIGKILL
-    assert _leftovers(tmp_path, "out.hdf5") == [killed]  # SIGKILL cannot be caught
+    # SIGKILL cannot be caught: the file stays, and the lock file (the lock went with the process)
+    assert _leftovers(tmp_path, "out.hdf5") == sorted([killed, ".out.hdf5.lock"])
 
     second = _start_and_wait_until_writing(args, tmp_path)
-    (writing,) = _leftovers(tmp_path, "out.hdf5")  # the killed run's file is gone
+    (writing,) = _leftovers(tmp_path, "out.hdf5", locks=False)  # the killed run's file is gone
     assert writing != killed
     second.send_signal(signal.SIGTERM)
     code, err = _finish(second)
@@ -136,6 +143,32 @@ def test_ctrl_c_or_sighup_keep_the_previous_output(tmp_path, onnx_model, input_f
     assert main(args) == 0  # and a run that is not interrupted replaces it
     with h5py.File(output, "r") as handle:
         assert len(handle) == len(SENTENCES)
+
+
+def test_two_runs_of_one_output_never_both_succeed(tmp_path, onnx_model, input_file):
+    """Issue 30, point 2: two runs to one output both exited 0, the later one's file silently
+    replacing the other's. The second is now refused in one line (exit 1) while the first
+    writes, with or without --overwrite; the file is the first's, whole; nothing is left."""
+    output = tmp_path / "out.hdf5"
+    args = _embed_args(onnx_model, input_file, output)
+    for overwrite in ([], ["--overwrite"]):
+        before = output.read_bytes() if overwrite else None
+        first = _start_and_wait_until_writing([*args, *overwrite], tmp_path)
+        second = subprocess.run(
+            [sys.executable, "-c", CLI, *args, *overwrite],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert (output.read_bytes() if overwrite else output.exists()) == (before or False)
+        first.go.touch()
+        assert (_finish(first)[0], second.returncode) == (0, 1), second.stderr[-3000:]
+        (line,) = second.stderr.strip().splitlines()
+        assert line.startswith(f"elmo-keras embed: error: {output} is being written by another")
+        assert f"process {first.pid} on " in line
+        with h5py.File(output, "r") as handle:
+            assert len(handle) == len(SENTENCES)
+        assert _leftovers(tmp_path, "out.hdf5") == []
 
 
 @pytest.fixture
