@@ -16,6 +16,8 @@ import importlib
 import sys
 import warnings
 
+from elmo_keras.installs import fall_back_to_installed_backend
+
 __version__ = "0.3.0"
 
 # The modules defining the classes registered with
@@ -93,6 +95,10 @@ class _WatchedLoader:
             self.finder.depth -= 1
         self.finder.finished()
 
+
+# A JAX-only install (`pip install "elmo-keras[jax]"`) runs without setting KERAS_BACKEND:
+# Keras' default backend, TensorFlow, is not there (`elmo_keras.installs`; imports nothing).
+fall_back_to_installed_backend()
 
 if not _register_if_keras_is_loaded() and not any(
     type(finder).__name__ == "_RegisterWithKeras" for finder in sys.meta_path

@@ -6,7 +6,11 @@ parts are TensorFlow by nature: string inputs (`ElmoEmbedding(input_type="tokens
 `require_tensorflow_backend` first, so that another backend gets one clear line instead of a
 TensorFlow tensor in a JAX program. Keras is imported inside the functions: this module is on
 the package's lowest floor (docs/architecture.md).
+
+What must be installed for each part, and the extras that install it, is `installs.py`.
 """
+
+from elmo_keras.installs import install_hint, is_installed
 
 
 def keras_backend():
@@ -28,8 +32,9 @@ def require_tensorflow_backend(owner):
     """
     backend = keras_backend()
     if backend != "tensorflow":
+        installed = "" if is_installed("tensorflow") else f" ({install_hint('tensorflow')})"
         raise RuntimeError(
-            f"`{owner}` needs the TensorFlow backend (KERAS_BACKEND=tensorflow); received "
-            f"backend {backend!r}. The layers, `BiLM`, `ElmoEmbedding` on character ids and "
-            "`BiLMEmbedder` run on every backend (the README's Backends section)."
+            f"`{owner}` needs the TensorFlow backend (KERAS_BACKEND=tensorflow){installed}; "
+            f"received backend {backend!r}. The layers, `BiLM`, `ElmoEmbedding` on character "
+            "ids and `BiLMEmbedder` run on every backend (the README's Backends section)."
         )

@@ -32,6 +32,11 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name):
     if name in _EXPORTS:
+        from elmo_keras.installs import require_module  # noqa: PLC0415
+
+        # Every export traces the model in TensorFlow; `[onnx]` brings it with the converter.
+        extra = "tensorflow" if _EXPORTS[name] == "savedmodel" else "onnx"
+        require_module("tensorflow", f"elmo_keras.export.{name}", extra)
         module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
         return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ imports inside functions (a lazy import is still a dependency) and imports by a 
 packages above it too (importing `elmo_keras.layers.char_cnn` runs `elmo_keras/layers/
 __init__.py`). The floors, lowest first (docs/architecture.md):
 
-0. `elmo_keras` itself, `backend`, `validation`, `files`, `output_access`, `batching`,
+0. `elmo_keras` itself, `backend`, `installs`, `validation`, `files`, `output_access`, `batching`,
    `embedder`, `options`, `download`, `presets`, `text`, `runtime`, `weights` (the hdf5 file as
    arrays by name)
 1. `layers`
@@ -29,6 +29,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FLOORS = {
     "elmo_keras": 0,
     "elmo_keras.backend": 0,
+    "elmo_keras.installs": 0,
     "elmo_keras.validation": 0,
     "elmo_keras.files": 0,
     "elmo_keras.output_access": 0,
@@ -52,6 +53,7 @@ FLOORS = {
 # Floor-0 modules that the ONNX Runtime client may load: no TensorFlow, no Keras.
 TF_FREE = [
     "elmo_keras",
+    "elmo_keras.installs",
     "elmo_keras.validation",
     "elmo_keras.files",
     "elmo_keras.batching",

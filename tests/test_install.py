@@ -1,11 +1,13 @@
-"""The wheel installs and runs outside the repository.
+"""The wheel installs and runs outside the repository, by extra as Keras 3's installs go.
 
-The wheel is built from a copy of the sources (nothing is written into the checkout) and
-installed into a fresh virtual environment. Its dependencies (TensorFlow, ...) are not
-downloaded again: a `.pth` file puts this environment's site-packages after the new one's, and
-this environment's editable install of elmo-keras is not active there (its hook is a `.pth`
-file of a site folder that the new environment does not process). The commands run from a
-temporary folder, and the test checks that `elmo_keras` came from the wheel.
+The wheel is built once per module from a copy of the sources (nothing is written into the
+checkout). `installed`: the wheel in a virtual environment whose dependencies (TensorFlow, ...)
+are not downloaded again: a `.pth` file puts this environment's site-packages after the new
+one's, and this environment's editable install of elmo-keras is not active there (its hook is a
+`.pth` file of a site folder that the new environment does not process). The `slow` tests
+install `[runtime]` and `[jax]` alone into fresh environments with pip (from the package
+registries, through pip's cache) and check that each runs without what it leaves out. The
+commands run from a temporary folder, and the tests check that `elmo_keras` came from the wheel.
 """
 
 import json
@@ -18,10 +20,15 @@ import sys
 import textwrap
 import zipfile
 
+import h5py
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOURCES = ["pyproject.toml", "README.md", "elmo_keras", "export"]
+# The XLA setting of tests/conftest.py's JAX run: little to optimise in test-sized programs.
+XLA_FAST = "--xla_backend_optimization_level=0"
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
 
 
 def _run(command, cwd, env=None, timeout=300):
@@ -38,9 +45,9 @@ def _run(command, cwd, env=None, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """`(venv, work)`: a virtual environment with the wheel installed, an empty folder."""
-    tmp = tmp_path_factory.mktemp("install")
+def wheel(tmp_path_factory):
+    """The elmo-keras wheel, built from a copy of the sources."""
+    tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     source.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
@@ -49,10 +56,9 @@ def installed(tmp_path_factory):
             shutil.copytree(ROOT / name, source / name, ignore=ignore)
         else:
             shutil.copy2(ROOT / name, source / name)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
     _run(
         [
-            *pip,
+            *PIP,
             "wheel",
             "--no-deps",
             "--no-build-isolation",
@@ -63,12 +69,18 @@ def installed(tmp_path_factory):
         ],
         cwd=tmp,
     )
-    (wheel,) = (tmp / "dist").glob("elmo_keras-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
+    (path,) = (tmp / "dist").glob("elmo_keras-*.whl")
+    names = zipfile.ZipFile(path).namelist()
     assert not [n for n in names if n.startswith("export/")], "a top-level `export` package"
     assert "elmo_keras/export/writer.py" in names
     assert "elmo_keras/assets/tiny_allennlp/lm_weights.hdf5" in names
+    return path
 
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """`(venv, work)`: a virtual environment with the wheel installed, an empty folder."""
+    tmp = tmp_path_factory.mktemp("install")
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp)
     new_site = _site_packages(venv)
@@ -79,7 +91,7 @@ def installed(tmp_path_factory):
     # pip from this environment, run by the new one's Python, installs into the new one;
     # `--ignore-installed` leaves the editable install it can see alone.
     _run(
-        [python, *pip[1:], "install", "--no-deps", "--no-index", "--ignore-installed", wheel],
+        [python, *PIP[1:], "install", "--no-deps", "--no-index", "--ignore-installed", wheel],
         cwd=tmp,
     )
     work = tmp / "work"
@@ -140,8 +152,131 @@ def test_demo_and_embed_run_from_the_installed_wheel(installed):
     embed = _run([command, *args], cwd=work, env=_environment())
     assert embed.stdout.startswith("wrote 3 sentences (7 tokens)")
     assert embed.stderr == ""
-    import h5py
-
     with h5py.File(work / "out.hdf5") as handle:
         assert sorted(handle) == ["0", "1", "2"]
         assert handle["0"].shape == (3, 6, 32) and handle["1"].shape == (3, 0, 32)
+
+
+# Distributions that the `[runtime]` environment must not hold (the client's promise).
+HEAVY = {"tensorflow", "tensorflow-cpu", "tensorflow-text", "keras", "tf-keras", "jax", "jaxlib"}
+SENTENCES = [["The", "bank", "raised", "its", "rates", "."], ["Hi"], [], ["Déjà", "vu", "!"]]
+REPORT = """
+import importlib.metadata, json, sys
+import elmo_keras
+print(json.dumps({
+    "installed": sorted({d.metadata["Name"].lower() for d in importlib.metadata.distributions()}),
+    "loaded": sorted({m.split(".")[0] for m in sys.modules} & {"tensorflow", "keras", "jax"}),
+    "file": elmo_keras.__file__,
+}))
+"""
+RUNTIME_CHILD = """
+import json, sys
+import numpy as np
+from elmo_keras.runtime import OnnxEmbedder
+layers = OnnxEmbedder(sys.argv[1], batch_size=2).embed(json.loads(sys.argv[2]))
+np.savez(sys.argv[3], *layers)
+"""
+JAX_CHILD = """
+import json, pathlib, sys
+import numpy as np
+try:
+    import tensorflow  # noqa: F401
+    tensorflow_importable = True
+except ModuleNotFoundError:
+    tensorflow_importable = False
+from elmo_keras.models import BiLM, ElmoEmbedding  # before Keras: it picks JAX for Keras
+import keras
+from elmo_keras.text import batch_to_char_ids
+ids = batch_to_char_ids(json.loads(sys.argv[1]))
+activations = np.asarray(BiLM.from_preset("tiny")(ids)["activations"])
+mixed = np.asarray(ElmoEmbedding.from_preset("tiny")(ids, training=False))
+np.savez(sys.argv[2], activations=activations, mixed=mixed)
+print(json.dumps({"backend": keras.config.backend(), "tensorflow": tensorflow_importable}))
+"""
+
+
+def _fresh_venv(wheel, extra, tmp):
+    """A virtual environment with `wheel[extra]` and what pip resolves for it, from the
+    package registries through pip's cache (this environment's pip installs into it)."""
+    venv = tmp / f"venv_{extra}"
+    _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp)
+    python = venv / "bin" / "python"
+    _run(
+        [*PIP, "--python", python, "install", "--quiet", f"{wheel}[{extra}]"], cwd=tmp, timeout=900
+    )
+    report = _run([python, "-c", REPORT], cwd=tmp, env=_environment())
+    return venv, json.loads(report.stdout.strip().splitlines()[-1])
+
+
+def _one_line_error(command, cwd, env):
+    """Runs a command that must fail as a usage error; returns its one stderr line."""
+    result = subprocess.run(
+        [str(c) for c in command], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.count("\n") == 1, result.stderr
+    return result.stderr
+
+
+@pytest.mark.slow
+def test_the_runtime_extra_embeds_without_tensorflow_keras_or_jax(wheel, onnx_model, tmp_path):
+    """`pip install "elmo-keras[runtime]"` alone: the ONNX Runtime client gives this session's
+    numbers (1e-6); `embed --model M.onnx` runs; `embed` on Keras names the extra to install."""
+    from elmo_keras.runtime import OnnxEmbedder
+
+    venv, report = _fresh_venv(wheel, "runtime", tmp_path)
+    assert "onnxruntime" in report["installed"], report["installed"]
+    assert not HEAVY & set(report["installed"]), sorted(HEAVY & set(report["installed"]))
+    assert report["loaded"] == [] and report["file"].startswith(str(_site_packages(venv)))
+
+    env = _environment()
+    args = [onnx_model, json.dumps(SENTENCES), tmp_path / "runtime.npz"]
+    _run([venv / "bin" / "python", "-c", RUNTIME_CHILD, *args], cwd=tmp_path, env=env)
+    expected = OnnxEmbedder(onnx_model, batch_size=2).embed(SENTENCES)
+    with np.load(tmp_path / "runtime.npz") as got:
+        for i, layers in enumerate(expected):
+            np.testing.assert_allclose(got[f"arr_{i}"], layers, atol=1e-6, rtol=0)
+
+    command = venv / "bin" / "elmo-keras"
+    (tmp_path / "in.txt").write_text("The bank raised its rates .\nHi\n", encoding="utf-8")
+    embed = [command, "embed", "--input", "in.txt", "--output"]
+    _run([*embed, "onnx.hdf5", "--model", onnx_model], cwd=tmp_path, env=env)
+    with h5py.File(tmp_path / "onnx.hdf5") as handle:
+        assert handle["0"].shape == (3, 6, 32)
+    error = _one_line_error([*embed, "keras.hdf5", "--preset", "tiny"], tmp_path, env)
+    assert 'pip install "elmo-keras[tensorflow]"' in error, error
+
+
+@pytest.mark.slow
+def test_the_jax_extra_runs_the_bilm_without_tensorflow(wheel, allennlp_fixture, tmp_path):
+    """`pip install "elmo-keras[jax]"` alone: no TensorFlow, Keras starts on JAX without
+    KERAS_BACKEND, and the packaged `tiny` biLM gives AllenNLP's fixture outputs (1e-5)."""
+    venv, report = _fresh_venv(wheel, "jax", tmp_path)
+    assert {"keras", "jax", "jaxlib"} <= set(report["installed"]), report["installed"]
+    assert not {"tensorflow", "tensorflow-cpu", "onnxruntime"} & set(report["installed"])
+
+    env = _environment()
+    env.pop("KERAS_BACKEND", None)  # no keras.json either: Keras' default is TensorFlow
+    env.update(KERAS_HOME=str(tmp_path / "keras_home"), XLA_FLAGS=XLA_FAST)
+    rows = json.loads((allennlp_fixture / "sentences.json").read_text(encoding="utf-8"))
+    batch = [rows[k][0].split() for k in range(3)]  # the fixture's first batch: zero state
+    child = [venv / "bin" / "python", "-c", JAX_CHILD, json.dumps(batch), tmp_path / "jax.npz"]
+    result = _run(child, cwd=tmp_path, env=env)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {
+        "backend": "jax",
+        "tensorflow": False,
+    }
+    with np.load(tmp_path / "jax.npz") as got:
+        activations, mixed = got["activations"], got["mixed"]
+    for k, sentence in enumerate(batch):
+        with h5py.File(allennlp_fixture / f"lm_embeddings_{k}.hdf5") as handle:
+            want = np.concatenate([handle["0"][0], handle["0"][1]], axis=-1)
+        np.testing.assert_allclose(activations[k, -1, : len(sentence)], want, atol=1e-5, rtol=0)
+    # ElmoEmbedding's untrained mix is the layers' mean (softmax of zeros, gamma 1), in float64.
+    mask = np.arange(mixed.shape[1])[None, :] < np.array([len(s) for s in batch])[:, None]
+    mean = activations.astype(np.float64).mean(axis=1) * mask[..., None]
+    np.testing.assert_allclose(mixed, mean, atol=1e-5, rtol=0)
+
+    command = [venv / "bin" / "elmo-keras", "export", "--preset", "tiny", "--output", "out"]
+    error = _one_line_error(command, tmp_path, env)
+    assert 'pip install "elmo-keras[onnx]"' in error, error

@@ -30,5 +30,11 @@ __all__ = ["EmbeddedLine", "embedding_example", "encode_example", *_LAZY]
 
 def __getattr__(name):
     if name in _LAZY:
+        from elmo_keras.installs import require_module  # noqa: PLC0415
+
+        if _LAZY[name] == "transforms":
+            require_module("apache_beam", f"elmo_keras.beam.{name}", "beam")
+        else:  # the readers make a tf.data.Dataset
+            require_module("tensorflow", f"elmo_keras.beam.{name}", "tensorflow")
         return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,8 +33,19 @@ import sys
 import tempfile
 
 # The extra that brings each optional module the commands import (pyproject.toml's
-# optional-dependencies); `export` raises its own message naming `[onnx]`.
-EXTRAS = {"onnx": "onnx", "tf2onnx": "onnx", "onnxruntime": "runtime"}
+# optional-dependencies); `export` raises its own message naming `[onnx]`. Keras and TensorFlow
+# are optional too (installs go by backend): TensorFlow is the commands' default engine.
+EXTRAS = {
+    "onnx": "onnx",
+    "tf2onnx": "onnx",
+    "onnxruntime": "runtime",
+    "keras": "tensorflow",
+    "tensorflow": "tensorflow",
+    "tensorflow_text": "tensorflow",
+    "jax": "jax",
+    "jaxlib": "jax",
+    "apache_beam": "beam",
+}
 _verbose = False
 _stage_open = False  # a `print_stage` line waits for its time
 

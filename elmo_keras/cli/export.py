@@ -103,6 +103,11 @@ def run(args):
         raise CommandError("--onnx-state and --quantize need --format onnx or all")
     if args.opset < 17:
         raise CommandError(f"--opset must be 17 or newer, got {args.opset}")
+    from elmo_keras.installs import require_module  # noqa: PLC0415
+
+    # The export runs on TensorFlow; `[onnx]` brings it with the converter.
+    extra = "tensorflow" if args.format == "savedmodel" else "onnx"
+    require_module("tensorflow", f"--format {args.format}", extra)
     from elmo_keras.export.writer import export_model  # noqa: PLC0415
     from elmo_keras.files import check_output, check_writable  # noqa: PLC0415
 

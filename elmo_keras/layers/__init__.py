@@ -12,6 +12,11 @@ ElmoEmbedding` keeps working and loads it on first use, so this package itself n
 import importlib
 
 from elmo_keras.backend import require_tensorflow_backend
+from elmo_keras.installs import require_keras_backend
+
+# ruff: noqa: E402 (the check runs before the first import of Keras, in the modules below)
+require_keras_backend()  # no Keras or no backend: one line naming the extra, not Keras' error
+
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.highway import Highway
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM

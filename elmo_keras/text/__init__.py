@@ -56,5 +56,8 @@ def __getattr__(name):
     if name in _TENSORFLOW_SUBMODULES:
         import importlib  # noqa: PLC0415
 
+        from elmo_keras.installs import require_module  # noqa: PLC0415
+
+        require_module("tensorflow", f"elmo_keras.text.{name}", "tensorflow")
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -45,5 +45,8 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
 
+        from elmo_keras.installs import require_keras_backend
+
+        require_keras_backend()
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
