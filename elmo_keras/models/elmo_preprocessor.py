@@ -124,7 +124,9 @@ class ElmoPreprocessor(keras.layers.Layer):
         >>> ElmoPreprocessor.from_preset("tiny").max_characters_per_token
         50
         """
-        saved = preset_folder.read_json(preset, preset_folder.PREPROCESSOR_FILE)
+        saved = preset_folder.read_json(
+            preset, preset_folder.PREPROCESSOR_FILE, ("elmo_keras>ElmoPreprocessor",)
+        )
         if saved is not None:
             return cls.from_config({**saved["config"], **kwargs})
         embedding = preset_folder.read_config(preset) or {"config": {}}

@@ -68,8 +68,16 @@ def is_preset_name(preset):
     return isinstance(preset, str) and preset.lower() in PRESETS
 
 
-def read_json(folder, name):
-    """The JSON object in `folder/name`, or `None` when `folder` is a preset name or has none."""
+def read_json(folder, name, accepted):
+    """The serialized elmo-keras object in `folder/name`, checked, or `None`.
+
+    `None` when `folder` is a preset name, has no such file, or the file is someone else's (a
+    JSON object that is not a serialized `elmo_keras>` object: AllenNLP's or keras-hub's
+    `config.json` beside bilm-tf's files); the folder is then read as a model folder.
+
+    Raises:
+        ValueError: the file is not JSON, or is an elmo-keras object not in `accepted`.
+    """
     if is_preset_name(preset=folder) or not isinstance(folder, str | os.PathLike):
         return None
     path = pathlib.Path(folder) / name
@@ -79,20 +87,20 @@ def read_json(folder, name):
         value = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path} is not a JSON file: {error}") from None
-    if not isinstance(value, dict) or not isinstance(value.get("config"), dict):
-        raise ValueError(f"{path} must hold a serialized Keras object. Received: {value!r:.80}")
+    registered = value.get("registered_name") if isinstance(value, dict) else None
+    if not (isinstance(registered, str) and registered.startswith("elmo_keras>")):
+        return None
+    if registered not in accepted or not isinstance(value.get("config"), dict):
+        raise ValueError(
+            f"{path} must describe one of {accepted} with its config. "
+            f"Received: registered_name={registered!r}"
+        )
     return value
 
 
 def read_config(folder):
-    """The saved object's `config.json` in a preset folder, checked; `None` if there is none."""
-    config = read_json(folder, CONFIG_FILE)
-    if config is not None and config.get("registered_name") not in SAVED_CLASSES:
-        raise ValueError(
-            f"{pathlib.Path(folder) / CONFIG_FILE} must describe one of {SAVED_CLASSES}. "
-            f"Received: registered_name={config.get('registered_name')!r}"
-        )
-    return config
+    """The saved `BiLM`'s or `ElmoEmbedding`'s `config.json` in a preset folder, or `None`."""
+    return read_json(folder, CONFIG_FILE, SAVED_CLASSES)
 
 
 def serialized(layer):

@@ -22,12 +22,11 @@ def _reference(sentences, mode="punctuation", width=50):
     )
 
 
-@pytest.mark.parametrize(
-    "as_given", [list, np.array, lambda s: np.array(s, dtype=object), tf.constant]
-)
-def test_sentences_in_any_form_give_the_numpy_twins_ids(as_given):
-    ids = ElmoPreprocessor()(as_given(SENTENCES))
-    np.testing.assert_array_equal(ids, _reference(SENTENCES))
+def test_sentences_in_any_form_give_the_numpy_twins_ids():
+    preprocessor = ElmoPreprocessor()
+    for as_given in (list, np.array, lambda s: np.array(s, dtype=object), tf.constant):
+        ids = preprocessor(as_given(SENTENCES))
+        np.testing.assert_array_equal(ids, _reference(SENTENCES))
 
 
 def test_tokens_and_whitespace_mode_and_width():

@@ -29,14 +29,14 @@ def _weights_equal(one, other):
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
 
 
-@pytest.mark.parametrize("cls", [BiLM, ElmoEmbedding, ElmoPreprocessor])
-def test_presets_are_listed_on_the_class_with_descriptions(cls):
-    assert list(cls.presets) == list(PRESETS)
-    assert cls.presets["tiny"]["parameters"] == "0.1M"
-    assert "64-unit LSTM" in cls.presets["tiny"]["description"]
-    assert cls.presets["original"]["source"] == "download"
-    with pytest.raises(TypeError):
-        cls.presets["mine"] = {}  # read-only: the registry is PRESETS
+def test_presets_are_listed_on_the_classes_with_descriptions():
+    for cls in (BiLM, ElmoEmbedding, ElmoPreprocessor):
+        assert list(cls.presets) == list(PRESETS)
+        assert cls.presets["tiny"]["parameters"] == "0.1M"
+        assert "64-unit LSTM" in cls.presets["tiny"]["description"]
+        assert cls.presets["original"]["source"] == "download"
+        with pytest.raises(TypeError):
+            cls.presets["mine"] = {}  # read-only: the registry is PRESETS
 
 
 def test_bilm_round_trips_through_a_preset_folder(tmp_path):
@@ -97,10 +97,12 @@ def test_elmo_embedding_round_trips_with_its_mixes(tmp_path):
 
 def test_a_biLM_folder_gives_a_new_embedding_made_with_the_arguments(tmp_path):
     folder = BiLM.from_preset("tiny").save_to_preset(tmp_path / "bilm")
+    inputs = keras.Input((None, 50), dtype="int32")
     elmo = ElmoEmbedding.from_preset(folder, pooling="mean", dropout=0.0)
+    model = keras.Model(inputs, elmo(inputs))  # and it is a layer of a Functional model
     assert elmo.pooling == "mean"
     expected = ElmoEmbedding.from_preset("tiny", pooling="mean", dropout=0.0)
-    np.testing.assert_allclose(elmo(IDS), expected(IDS), atol=TOLERANCE)
+    np.testing.assert_allclose(model(IDS), expected(IDS), atol=TOLERANCE)
 
 
 def test_saving_keeps_an_existing_folder_unless_asked(tmp_path):
@@ -116,21 +118,18 @@ def test_saving_keeps_an_existing_folder_unless_asked(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["preset"]  # no staging folder left
 
 
-def test_a_config_json_that_is_not_a_preset_is_one_clear_line(tmp_path):
-    folder = BiLM.from_preset("tiny").save_to_preset(tmp_path / "preset")
-    config = json.loads((folder / "config.json").read_text())
-    config["registered_name"] = "keras_hub>BertBackbone"
-    (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"must describe one of .*Received: registered_name='k"):
+def test_a_foreign_config_json_is_ignored_and_a_wrong_one_is_one_line(tmp_path):
+    bilm = BiLM.from_preset("tiny")
+    folder = bilm.save_to_preset(tmp_path / "preset")
+    config = folder / "config.json"
+    allennlp = {"dataset_reader": {"type": "sequence_tagging"}, "model": {"type": "crf_tagger"}}
+    keras_hub = {"class_name": "BertBackbone", "registered_name": "keras_hub>BertBackbone"}
+    for foreign in (allennlp, keras_hub):  # beside bilm-tf's files: read as a model folder
+        config.write_text(json.dumps({**foreign, "config": {}}))
+        _weights_equal(BiLM.from_preset(folder), bilm)
+    config.write_text(json.dumps({"registered_name": "elmo_keras>LanguageModel", "config": {}}))
+    with pytest.raises(ValueError, match=r"must describe one of .*'elmo_keras>LanguageModel'"):
         BiLM.from_preset(folder)
-    (folder / "config.json").write_text("{not json")
+    config.write_text("{not json")
     with pytest.raises(ValueError, match=r"config.json is not a JSON file"):
         BiLM.from_preset(folder)
-
-
-def test_a_saved_embedding_loads_as_a_keras_layer_in_a_model(tmp_path):
-    elmo = ElmoEmbedding.from_preset("tiny", dropout=0.0)
-    folder = elmo.save_to_preset(tmp_path / "elmo")
-    inputs = keras.Input((None, 50), dtype="int32")
-    model = keras.Model(inputs, ElmoEmbedding.from_preset(folder)(inputs))
-    np.testing.assert_allclose(model(IDS), elmo(IDS), atol=TOLERANCE)
