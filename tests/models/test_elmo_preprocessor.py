@@ -1,6 +1,6 @@
 """`ElmoPreprocessor`: strings -> character ids (the NumPy twins are the reference), the same
 vectors as `ElmoEmbedding(input_type="sentences")`, `tf.data`, presets (local folders and a
-loopback mirror)."""
+loopback mirror), and `tf.data` under any Keras backend."""
 
 import keras
 import numpy as np
@@ -11,8 +11,6 @@ from elmo_keras.models import ElmoEmbedding, ElmoPreprocessor
 from elmo_keras.text import batch_to_char_ids, tokenize_python
 from tests.test_download import FileServer, serve_presets
 
-pytestmark = pytest.mark.tensorflow_only
-
 SENTENCES = ["The bank's rates rose, again.", "I read it", "Hi!"]
 
 
@@ -22,6 +20,7 @@ def _reference(sentences, mode="punctuation", width=50):
     )
 
 
+@pytest.mark.tensorflow_only
 def test_sentences_in_any_form_give_the_numpy_twins_ids():
     preprocessor = ElmoPreprocessor()
     for as_given in (list, np.array, lambda s: np.array(s, dtype=object), tf.constant):
@@ -29,6 +28,7 @@ def test_sentences_in_any_form_give_the_numpy_twins_ids():
         np.testing.assert_array_equal(ids, _reference(SENTENCES))
 
 
+@pytest.mark.tensorflow_only
 def test_tokens_and_whitespace_mode_and_width():
     tokens = [["Hello", "world", "!"], ["Hi", "", ""]]
     ids = ElmoPreprocessor(input_type="tokens", max_characters_per_token=10)(tokens)
@@ -39,6 +39,7 @@ def test_tokens_and_whitespace_mode_and_width():
     np.testing.assert_array_equal(ids, _reference(SENTENCES, "whitespace"))
 
 
+@pytest.mark.tensorflow_only
 def test_then_char_ids_equals_the_layer_that_tokenizes_inside():
     preprocessor = ElmoPreprocessor.from_preset("tiny")
     on_ids = ElmoEmbedding.from_preset("tiny", dropout=0.0)
@@ -48,6 +49,7 @@ def test_then_char_ids_equals_the_layer_that_tokenizes_inside():
     )
 
 
+@pytest.mark.tensorflow_only
 def test_runs_in_a_tf_data_pipeline_and_in_a_functional_model():
     preprocessor = ElmoPreprocessor()
     dataset = tf.data.Dataset.from_tensor_slices(SENTENCES).batch(3).map(preprocessor)
@@ -60,6 +62,7 @@ def test_runs_in_a_tf_data_pipeline_and_in_a_functional_model():
     )
 
 
+@pytest.mark.tensorflow_only
 def test_wrong_inputs_and_arguments_are_one_line():
     with pytest.raises(ValueError, match=r"expects strings \[batch\] of sentences\. Received: "):
         ElmoPreprocessor()([[1, 2]])
@@ -69,6 +72,7 @@ def test_wrong_inputs_and_arguments_are_one_line():
         ElmoPreprocessor(input_type="char_ids")
 
 
+@pytest.mark.tensorflow_only
 def test_saved_into_a_preset_folder_and_read_back(tmp_path):
     folder = ElmoEmbedding.from_preset("tiny").save_to_preset(tmp_path / "preset")
     assert ElmoPreprocessor.from_preset(folder).get_config()["tokenization_mode"] == "punctuation"
@@ -80,6 +84,7 @@ def test_saved_into_a_preset_folder_and_read_back(tmp_path):
     assert ElmoPreprocessor.from_preset(folder, input_type="tokens").input_type == "tokens"
 
 
+@pytest.mark.tensorflow_only
 def test_follows_a_saved_embedding_that_takes_strings(tmp_path):
     elmo = ElmoEmbedding.from_preset("tiny", input_type="tokens", tokenization_mode="whitespace")
     folder = elmo.save_to_preset(tmp_path / "preset")
@@ -87,6 +92,7 @@ def test_follows_a_saved_embedding_that_takes_strings(tmp_path):
     assert (preprocessor.input_type, preprocessor.tokenization_mode) == ("tokens", "whitespace")
 
 
+@pytest.mark.tensorflow_only
 def test_a_published_preset_downloads_only_its_options(monkeypatch, tmp_path):
     server = serve_presets(FileServer(), monkeypatch, tmp_path)
     try:
@@ -96,3 +102,12 @@ def test_a_published_preset_downloads_only_its_options(monkeypatch, tmp_path):
         server.stop()
     assert preprocessor.max_characters_per_token == 50
     assert len(paths) == 1 and paths[0].endswith("_options.json"), paths
+
+
+def test_runs_in_tf_data_under_any_backend():
+    # The split's point: strings are handled in tf.data, and the model after it takes NumPy
+    # character ids on any backend (test_elmo_embedding_backends.py runs it under JAX).
+    dataset = tf.data.Dataset.from_tensor_slices(SENTENCES).batch(3).map(ElmoPreprocessor())
+    ids = next(dataset.as_numpy_iterator())
+    assert ids.dtype == np.int32
+    np.testing.assert_array_equal(ids, _reference(SENTENCES))

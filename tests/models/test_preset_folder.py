@@ -1,21 +1,19 @@
 """Preset folders (keras-hub's conventions): `presets` on the classes, `save_to_preset(folder)`
 and `from_preset(folder)` round trips of `BiLM` and `ElmoEmbedding`, bilm-tf's files kept in the
 folder, and one-line errors for a folder that is not a preset. Offline: `tmp_path` folders and
-the packaged `tiny` preset."""
+the packaged `tiny` preset. The files are the same on every backend: TensorFlow only, but for
+the listing."""
 
 import json
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from elmo_keras.models import BiLM, ElmoEmbedding, ElmoPreprocessor
 from elmo_keras.options import options_to_bilm_kwargs, read_options
 from elmo_keras.presets import PRESETS, find_model_files, resolve_preset
 from elmo_keras.text import batch_to_char_ids
-
-pytestmark = pytest.mark.tensorflow_only
 
 SENTENCES = ["The bank of the river was flooded .", "I read it", "Hi !"]
 IDS = batch_to_char_ids([s.split() for s in SENTENCES])
@@ -39,6 +37,7 @@ def test_presets_are_listed_on_the_classes_with_descriptions():
             cls.presets["mine"] = {}  # read-only: the registry is PRESETS
 
 
+@pytest.mark.tensorflow_only
 def test_bilm_round_trips_through_a_preset_folder(tmp_path):
     bilm = BiLM.from_preset("tiny", length_aware=False, name="my_bilm")
     folder = bilm.save_to_preset(tmp_path / "preset")
@@ -58,6 +57,7 @@ def test_bilm_round_trips_through_a_preset_folder(tmp_path):
     assert BiLM.from_preset(str(folder), length_aware=True).length_aware  # kwargs override
 
 
+@pytest.mark.tensorflow_only
 def test_a_preset_folder_is_still_a_bilm_tf_model_folder(tmp_path):
     bilm = BiLM.from_preset("tiny")
     folder = bilm.save_to_preset(tmp_path / "preset")
@@ -70,6 +70,7 @@ def test_a_preset_folder_is_still_a_bilm_tf_model_folder(tmp_path):
     _weights_equal(BiLM.from_preset(folder), bilm)
 
 
+@pytest.mark.tensorflow_only
 def test_elmo_embedding_round_trips_with_its_mixes(tmp_path):
     elmo = ElmoEmbedding.from_preset(
         "tiny", input_type="sentences", dropout=0.0, num_output_representations=2
@@ -88,6 +89,8 @@ def test_elmo_embedding_round_trips_with_its_mixes(tmp_path):
     ):
         np.testing.assert_array_equal(w1, w2)
         assert g1 == g2
+    import tensorflow as tf
+
     sentences = tf.constant(SENTENCES)
     for got, want in zip(loaded(sentences), elmo(sentences), strict=True):
         np.testing.assert_allclose(got, want, atol=TOLERANCE)
@@ -95,6 +98,7 @@ def test_elmo_embedding_round_trips_with_its_mixes(tmp_path):
     _weights_equal(BiLM.from_preset(folder), elmo.bilm)  # the biLM alone
 
 
+@pytest.mark.tensorflow_only
 def test_a_biLM_folder_gives_a_new_embedding_made_with_the_arguments(tmp_path):
     folder = BiLM.from_preset("tiny").save_to_preset(tmp_path / "bilm")
     inputs = keras.Input((None, 50), dtype="int32")
@@ -105,6 +109,7 @@ def test_a_biLM_folder_gives_a_new_embedding_made_with_the_arguments(tmp_path):
     np.testing.assert_allclose(model(IDS), expected(IDS), atol=TOLERANCE)
 
 
+@pytest.mark.tensorflow_only
 def test_saving_keeps_an_existing_folder_unless_asked(tmp_path):
     bilm = BiLM.from_preset("tiny")
     folder = tmp_path / "preset"
@@ -118,6 +123,7 @@ def test_saving_keeps_an_existing_folder_unless_asked(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["preset"]  # no staging folder left
 
 
+@pytest.mark.tensorflow_only
 def test_a_foreign_config_json_is_ignored_and_a_wrong_one_is_one_line(tmp_path):
     bilm = BiLM.from_preset("tiny")
     folder = bilm.save_to_preset(tmp_path / "preset")
