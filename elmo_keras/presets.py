@@ -257,3 +257,29 @@ def _package_folder(relative, names):
     for name in names:
         (copy / name).write_bytes(folder.joinpath(name).read_bytes())
     return copy
+
+
+def describe_presets():
+    """{name: description} of every preset, in `PRESETS` order: what `BiLM.presets` lists.
+
+    Each description is a dict: `"description"` (one line: the architecture and the training
+    data), `"parameters"`, `"trained_on"`, and `"source"` (`"download"` or `"package"`).
+
+    Example:
+    >>> describe_presets()["tiny"]["parameters"]
+    '0.1M'
+    """
+    described = {}
+    for name, entry in PRESETS.items():
+        shape = (
+            f"{entry['n_layers']} x {entry['lstm_units']}-unit LSTM per direction, "
+            f"{entry['projection_dim']}-d projections, {entry['n_highway']} highway"
+        )
+        described[name] = {
+            "description": f"{shape}; {entry['parameters']} parameters; trained on "
+            f"{entry['trained_on']}",
+            "parameters": entry["parameters"],
+            "trained_on": entry["trained_on"],
+            "source": "package" if "package" in entry else "download",
+        }
+    return described

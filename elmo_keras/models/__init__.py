@@ -1,5 +1,7 @@
 """ELMo models: `BiLM` (character ids -> layer activations), `ElmoEmbedding` (a biLM and its
-mixes, as one layer of a task model) and `BiLMEmbedder` (many sentences, batched by length).
+mixes, as one layer of a task model), `ElmoPreprocessor` (strings -> character ids) and
+`BiLMEmbedder` (many sentences, batched by length). `save_to_preset` / `from_preset` write and
+read preset folders (`elmo_keras.models.preset_folder`).
 
 Imports Keras; TensorFlow only when it is the Keras backend (`BiLM`, `ElmoEmbedding` on
 character ids and `BiLMEmbedder` run on JAX too). `load_bilm` and `load_bilm_preset` are
@@ -14,5 +16,13 @@ require_keras_backend()  # no Keras or no backend: one line naming the extra, no
 from elmo_keras.models.bilm import BiLM, load_bilm, load_bilm_preset
 from elmo_keras.models.bilm_embedder import BiLMEmbedder
 from elmo_keras.models.elmo_embedding import ElmoEmbedding
+from elmo_keras.models.elmo_preprocessor import ElmoPreprocessor
 
-__all__ = ["BiLM", "BiLMEmbedder", "ElmoEmbedding", "load_bilm", "load_bilm_preset"]
+__all__ = [
+    "BiLM",
+    "BiLMEmbedder",
+    "ElmoEmbedding",
+    "ElmoPreprocessor",
+    "load_bilm",
+    "load_bilm_preset",
+]

@@ -6,14 +6,13 @@ from keras import ops
 from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, tensorflow_path
-from elmo_keras.models import bilm_weights
+from elmo_keras.models import bilm_weights, preset_folder
 from elmo_keras.options import (
     DEFAULT_FILTERS,
     bilm_kwargs_to_options,
     options_to_bilm_kwargs,
     read_options,
 )
-from elmo_keras.presets import resolve_preset
 from elmo_keras.text.char_ids import (
     MAX_CHARACTERS_PER_TOKEN,
     N_CHARACTERS,
@@ -338,16 +337,19 @@ class BiLM(keras.Model):
         bilm.build()
         return load_weights(bilm, weights_path, check_finite=check_finite)
 
+    presets = preset_folder.presets_property()  # {name: description}, as keras-hub's classes
+
     @classmethod
     def from_preset(cls, preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
-        """Builds a named biLM, or a model folder's: the one way to load by name (keras-hub's).
+        """Builds a named biLM, or a folder's: the one way to load by name (keras-hub's).
 
         Args:
             preset: str or path-like. `"small"`, `"medium"`, `"original"`, `"original_5.5b"`
                 (AllenNLP's published models, downloaded once into the cache; set
                 `ELMO_KERAS_MIRROR` to fetch them from elsewhere), the packaged `"tiny"` and
-                `"mini_en"`, or a folder holding `options.json` and an `.hdf5` weight file.
-                See `elmo_keras.presets.resolve_preset`.
+                `"mini_en"` (`BiLM.presets` lists them all), a folder written by
+                `save_to_preset` (its `config.json` wins over `options.json`; `kwargs`
+                override it), or a folder holding `options.json` and an `.hdf5` weight file.
             cache_dir: path or None. Where downloads go. Defaults to `$ELMO_KERAS_CACHE`, else
                 `~/.cache/elmo-keras`.
             progress: bool. A download progress bar on a terminal. Defaults to `True`.
@@ -358,8 +360,23 @@ class BiLM(keras.Model):
         >>> BiLM.from_preset("tiny").projection_dim
         16
         """
-        options_path, weights_path = resolve_preset(preset, cache_dir=cache_dir, progress=progress)
-        return cls.from_bilm_tf(options_path, weights_path, check_finite=check_finite, **kwargs)
+        return preset_folder.load_bilm(cls, preset, cache_dir, progress, check_finite, **kwargs)
+
+    def save_to_preset(self, folder, overwrite=False):
+        """Writes a preset folder that `from_preset(folder)` loads back exactly (keras-hub's).
+
+        The folder holds `config.json`, `metadata.json` and bilm-tf's `options.json` and
+        `lm_weights.hdf5` (`elmo_keras.models.preset_folder`), written atomically. Returns
+        `folder` as a `pathlib.Path`.
+
+        Args:
+            folder: str or path-like. The folder to write.
+            overwrite: bool. Replace an existing `folder`. Defaults to `False`.
+
+        Example:
+        >>> BiLM.from_preset("tiny").save_to_preset("my_bilm")  # doctest: +SKIP
+        """
+        return preset_folder.save_preset(self, self, folder, overwrite=overwrite)
 
 
 def _deprecated(old, new):

@@ -3,6 +3,7 @@ from keras import ops
 
 from elmo_keras.backend import require_tensorflow_backend
 from elmo_keras.layers.scalar_mix import ScalarMix
+from elmo_keras.models import preset_folder
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES
 from elmo_keras.validation import check_choice, check_int, check_number
@@ -344,8 +345,11 @@ class ElmoEmbedding(keras.layers.Layer):
         """Makes the layer around a named biLM (`"original"`, `"tiny"`, ...) or a model folder's.
 
         Args:
-            preset: a name of `elmo_keras.presets.PRESETS` or a model folder (see
-                `BiLM.from_preset`); published models are downloaded once into the cache.
+            preset: a name of `ElmoEmbedding.presets` or a model folder (see
+                `BiLM.from_preset`); published models are downloaded once into the cache. A
+                folder written by `ElmoEmbedding.save_to_preset` gives back that layer, mixes
+                included (`kwargs` override its config); any other preset's biLM is wrapped in
+                a new layer made with `kwargs`.
             cache_dir: path or None. Where downloads go (default: `$ELMO_KERAS_CACHE`, else
                 `~/.cache/elmo-keras`).
             progress: bool. A download progress bar on a terminal. Defaults to `True`.
@@ -356,4 +360,23 @@ class ElmoEmbedding(keras.layers.Layer):
         >>> elmo.output_dim
         32
         """
-        return cls(BiLM.from_preset(preset, cache_dir=cache_dir, progress=progress), **kwargs)
+        return preset_folder.load_embedding(cls, BiLM, preset, cache_dir, progress, **kwargs)
+
+    presets = preset_folder.presets_property()  # {name: description}, as keras-hub's classes
+
+    def save_to_preset(self, folder, overwrite=False):
+        """Writes a preset folder that `ElmoEmbedding.from_preset(folder)` loads back exactly.
+
+        The biLM's `BiLM.save_to_preset` files (bilm-tf's `options.json` and `lm_weights.hdf5`
+        included), this layer's config in `config.json` and its mixes in
+        `embedding.weights.h5` (`elmo_keras.models.preset_folder`). `BiLM.from_preset(folder)`
+        reads its biLM alone. Returns `folder` as a `pathlib.Path`.
+
+        Args:
+            folder: str or path-like. The folder to write.
+            overwrite: bool. Replace an existing `folder`. Defaults to `False`.
+
+        Example:
+        >>> ElmoEmbedding.from_preset("tiny").save_to_preset("my_elmo")  # doctest: +SKIP
+        """
+        return preset_folder.save_preset(self, self.bilm, folder, overwrite=overwrite)

@@ -1,0 +1,190 @@
+"""Preset folders: what `save_to_preset(folder)` writes and `from_preset(folder)` reads back.
+
+The layout follows keras-hub's preset folders (`config.json`, `metadata.json`,
+`preprocessor.json`) where it can, and keeps bilm-tf's two files for the biLM, so that bilm-tf,
+AllenNLP, `elmo-keras embed --model` and `elmo_keras.presets.find_model_files` read the folder
+too:
+
+- `config.json`: the saved object as `keras.saving.serialize_keras_object` writes it (a `BiLM`,
+  or an `ElmoEmbedding` with its biLM's config inside), without its build config.
+- `metadata.json`: the versions of elmo-keras and Keras, the class, the parameter count, the
+  date.
+- `options.json` and `lm_weights.hdf5`: the biLM in bilm-tf's layout. They are its only weight
+  file: keras-hub's `model.weights.h5` would hold the same numbers a second time.
+- `embedding.weights.h5` (an `ElmoEmbedding` only): the layer's weights outside the biLM (each
+  scalar mix's weights and gamma), by sublayer and weight name.
+- `preprocessor.json`, when `ElmoPreprocessor.save_to_preset` wrote one into the folder.
+
+The folder is written atomically (`elmo_keras.files.atomic_directory`): a failed save leaves no
+folder that looks complete. A folder without `config.json` (a published model, an
+`elmo-keras train` output) is read as before, from `options.json` and its hdf5 file.
+"""
+
+import datetime
+import json
+import os
+import pathlib
+import types
+
+import keras
+
+from elmo_keras.files import atomic_directory, write_datasets, write_text
+from elmo_keras.options import write_options
+from elmo_keras.presets import (
+    OPTIONS_FILE,
+    PRESETS,
+    describe_presets,
+    find_model_files,
+    resolve_preset,
+)
+from elmo_keras.weights import load_weights, read_weight_arrays, save_weights
+
+CONFIG_FILE = "config.json"
+METADATA_FILE = "metadata.json"
+PREPROCESSOR_FILE = "preprocessor.json"
+BILM_WEIGHTS_FILE = "lm_weights.hdf5"
+LAYER_WEIGHTS_FILE = "embedding.weights.h5"
+SAVED_CLASSES = ("elmo_keras>BiLM", "elmo_keras>ElmoEmbedding")
+
+
+class _ClassProperty:
+    """A read-only property of a class (`BiLM.presets`), as keras-hub's `classproperty`."""
+
+    def __init__(self, getter):
+        self.getter = getter
+
+    def __get__(self, instance, owner):
+        return self.getter(owner)
+
+
+def presets_property():
+    """The `presets` class property: `{name: description}` of the named presets, read-only."""
+    return _ClassProperty(lambda owner: types.MappingProxyType(describe_presets()))
+
+
+def is_preset_name(preset):
+    """Whether `preset` names a preset of `elmo_keras.presets.PRESETS` (a name wins over a
+    folder of the same name, as in `resolve_preset`)."""
+    return isinstance(preset, str) and preset.lower() in PRESETS
+
+
+def read_json(folder, name, accepted):
+    """The serialized elmo-keras object in `folder/name`, checked, or `None`.
+
+    `None` when `folder` is a preset name, has no such file, or the file is someone else's (a
+    JSON object that is not a serialized `elmo_keras>` object: AllenNLP's or keras-hub's
+    `config.json` beside bilm-tf's files); the folder is then read as a model folder.
+
+    Raises:
+        ValueError: the file is not JSON, or is an elmo-keras object not in `accepted`.
+    """
+    if is_preset_name(preset=folder) or not isinstance(folder, str | os.PathLike):
+        return None
+    path = pathlib.Path(folder) / name
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a JSON file: {error}") from None
+    registered = value.get("registered_name") if isinstance(value, dict) else None
+    if not (isinstance(registered, str) and registered.startswith("elmo_keras>")):
+        return None
+    if registered not in accepted or not isinstance(value.get("config"), dict):
+        raise ValueError(
+            f"{path} must describe one of {accepted} with its config. "
+            f"Received: registered_name={registered!r}"
+        )
+    return value
+
+
+def read_config(folder):
+    """The saved `BiLM`'s or `ElmoEmbedding`'s `config.json` in a preset folder, or `None`."""
+    return read_json(folder, CONFIG_FILE, SAVED_CLASSES)
+
+
+def serialized(layer):
+    """`keras.saving.serialize_keras_object(layer)` without build and compile configs."""
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {
+                key: strip(item)
+                for key, item in value.items()
+                if key not in ("build_config", "compile_config")
+            }
+        return value
+
+    return strip(keras.saving.serialize_keras_object(layer))
+
+
+def own_weights(layer, bilm):
+    """`{sublayer/weight: variable}` of `layer`'s weights outside `bilm` (none for a biLM)."""
+    inside = {id(variable) for variable in bilm.weights}
+    found = {}
+    for variable in layer.weights:
+        if id(variable) not in inside:
+            found["/".join(variable.path.split("/")[-2:])] = variable
+    return found
+
+
+def save_preset(layer, bilm, folder, overwrite=False):
+    """Writes `layer` (a `BiLM`, or an `ElmoEmbedding` around `bilm`) as a preset folder.
+
+    Returns:
+        The folder, as a `pathlib.Path`.
+    """
+    from elmo_keras import __version__  # noqa: PLC0415
+
+    if not layer.built:
+        layer.build(None)
+    extra = own_weights(layer, bilm)
+    metadata = {
+        "elmo_keras_version": __version__,
+        "keras_version": keras.version(),
+        "class": type(layer).__name__,
+        "parameter_count": layer.count_params(),
+        "date_saved": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    with atomic_directory(folder, overwrite=overwrite) as staging:
+        write_options(bilm.to_options(), staging / OPTIONS_FILE)
+        save_weights(bilm, staging / BILM_WEIGHTS_FILE)
+        if extra:
+            arrays = ((name, keras.ops.convert_to_numpy(v)) for name, v in extra.items())
+            write_datasets(staging / LAYER_WEIGHTS_FILE, arrays, checksum=True)
+        write_text(staging / CONFIG_FILE, json.dumps(serialized(layer), indent=2) + "\n")
+        write_text(staging / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
+    return pathlib.Path(folder)
+
+
+def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
+    """`cls.from_preset`: a saved preset folder's biLM (its own config, `kwargs` overriding
+    it), else the named preset's or the model folder's `options.json` and hdf5 file."""
+    config = read_config(preset)
+    if config is None:
+        options, weights = resolve_preset(preset, cache_dir=cache_dir, progress=progress)
+        return cls.from_bilm_tf(options, weights, check_finite=check_finite, **kwargs)
+    if config["registered_name"] != "elmo_keras>BiLM":
+        config = config["config"]["bilm"]  # an ElmoEmbedding's folder: its biLM
+    config = {**config, "config": {**config["config"], **kwargs}}
+    bilm = keras.saving.deserialize_keras_object(config)
+    if not isinstance(bilm, cls):
+        raise ValueError(f"`preset` {str(preset)!r} holds a {type(bilm).__name__}, not a {cls}")
+    return load_weights(bilm, find_model_files(preset)[1], check_finite=check_finite)
+
+
+def load_embedding(cls, bilm_cls, preset, cache_dir=None, progress=True, **kwargs):
+    """`ElmoEmbedding.from_preset`: a saved `ElmoEmbedding` with its mixes' weights, `kwargs`
+    overriding its config; any other preset's biLM wrapped in a new layer made with `kwargs`."""
+    config = read_config(preset)
+    bilm = load_bilm(bilm_cls, preset, cache_dir=cache_dir, progress=progress)
+    if config is None or config["registered_name"] != "elmo_keras>ElmoEmbedding":
+        return cls(bilm, **kwargs)
+    layer = cls.from_config({**config["config"], **kwargs, "bilm": bilm})
+    layer.build(None)
+    variables = own_weights(layer, bilm)
+    shapes = {name: tuple(variable.shape) for name, variable in variables.items()}
+    arrays = read_weight_arrays(pathlib.Path(preset) / LAYER_WEIGHTS_FILE, shapes)
+    for name, variable in variables.items():
+        variable.assign(arrays[name])
+    return layer
