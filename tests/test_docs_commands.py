@@ -146,3 +146,13 @@ def test_make_targets_exist():
     for where, arguments in MAKE:
         for target in arguments:
             assert target in targets, f"{where}: make {target}: no such target"
+
+
+def test_the_readme_front_door_example_prints_what_it_says(capsys):
+    """The README's first Python block (the five-line `from_preset` example) runs as written."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    assert text.index(block) < 2000, "the first example is not on the README's first screen"
+    promised = re.search(r"print\(.*\)\s+# (\([\d, ]+\))", block).group(1)
+    exec(compile(block, "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == promised
