@@ -26,10 +26,17 @@ def add_parser(subparsers):
     parser.add_argument("--model", required=True, help="an .onnx file from `elmo-keras export`")
     parser.add_argument("--input", required=True, help="a glob of text files (local, gs://, ...)")
     parser.add_argument("--output", required=True, help="the path prefix of the TFRecord shards")
-    parser.add_argument("--runner", default="DirectRunner", help="the Beam runner")
-    parser.add_argument("--batch-size", type=int, default=64, help="lines per model call")
     parser.add_argument(
-        "--max-batch-tokens", type=int, default=4096, help="padded tokens per model call"
+        "--runner", default="DirectRunner", help="the Beam runner (default: DirectRunner)"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="most lines per model call (default: 64)"
+    )
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=4096,
+        help="most padded token positions per model call (default: 4096)",
     )
     parser.add_argument(
         "--threads", type=int, default=None, help="ONNX Runtime threads per worker (default: all)"

@@ -50,7 +50,9 @@ def add_parser(subparsers):
         "0: the whole split, 241k words)",
     )
     parser.add_argument(
-        "--output", default="runs/demo", help="with --train: where the model goes (runs/demo)"
+        "--output",
+        default="runs/demo",
+        help="with --train: where the model goes (default: runs/demo)",
     )
     return parser
 

@@ -36,7 +36,9 @@ def add_parser(subparsers):
         "--input", required=True, help="text file, one sentence per line; - reads standard input"
     )
     parser.add_argument("--output", required=True, help="hdf5 file to write")
-    parser.add_argument("--batch-size", type=int, default=64, help="most sentences per batch")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="most sentences per batch (default: 64)"
+    )
     parser.add_argument(
         "--max-tokens",
         type=int,

@@ -17,11 +17,22 @@ def add_parser(subparsers):
     )
     parser.add_argument("--model", required=True, help="the folder `elmo-keras train` wrote")
     parser.add_argument("--data", required=True, help="text file, one sentence/paragraph a line")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--unroll-steps", type=int, default=20)
+    parser.add_argument(
+        "--batch-size", type=int, default=16, help="rows of windows per step (default: 16)"
+    )
+    parser.add_argument(
+        "--unroll-steps",
+        type=int,
+        default=20,
+        help="tokens per window; the LSTM state is carried across windows (default: 20)",
+    )
     parser.add_argument("--max-tokens", type=int, help="stop after about this many tokens")
     parser.add_argument(
-        "--tokenization", default="whitespace", choices=["whitespace", "punctuation"]
+        "--tokenization",
+        default="whitespace",
+        choices=["whitespace", "punctuation"],
+        help="whitespace: the text is tokenized already (as WikiText is); punctuation: also "
+        "split punctuation off words (default: whitespace)",
     )
     return parser
 

@@ -37,7 +37,7 @@ def add_parser(subparsers):
         default="keras",
         choices=["keras", "tensorflow", "jax"],
         help="keras: the KERAS_BACKEND environment variable's (else TensorFlow); tensorflow or "
-        "jax: that trainer (the same run folder and weight files)",
+        "jax: that trainer (the same run folder and weight files) (default: keras)",
     )
     return parser
 

@@ -104,8 +104,11 @@ class MetricsLogger:
         """Whether steps were added since the last `write`."""
         return bool(self._interval.tokens)
 
-    def write(self, step, echo=True):
-        """Reports the interval that ends at `step` and starts a new one; returns its scalars."""
+    def write(self, step, echo=True, epoch=None):
+        """Reports the interval that ends at `step` and starts a new one; returns its scalars.
+
+        `epoch`: `(current, total)` passes over the data, named in the printed line.
+        """
         scalars = self._interval.scalars()
         if self.optimizer is not None:
             scalars["learning_rate"] = float(
@@ -118,7 +121,9 @@ class MetricsLogger:
             self.writer.scalars(scalars, step)
         if echo and self.echo:
             print(
-                f"step {step}: loss {scalars['loss']:.4f}, perplexity forward "
+                f"step {step}"
+                + ("" if epoch is None else f" (epoch {epoch[0]} of {epoch[1]})")
+                + f": loss {scalars['loss']:.4f}, perplexity forward "
                 f"{scalars['perplexity_forward']:.1f} backward {scalars['perplexity_backward']:.1f}"
                 f", {scalars['tokens_per_second']:.0f} tokens/s"
                 + (f", peak memory {scalars['peak_memory_gib']:.2f} GiB" if peak else ""),

@@ -53,6 +53,7 @@ class _Fit:
     logger: MetricsLogger
     hooks: TrainingCallbacks
     requests: StopRequests
+    epochs: int | None = None
 
 
 class TrainerBase(abc.ABC):
@@ -222,7 +223,7 @@ class TrainerBase(abc.ABC):
         hooks = TrainingCallbacks(callbacks, self.model, on_step)
         requests = StopRequests(time_budget_s, handle_signals, hooks.stop_requested)
         logger = self._logger(output_dir, progress, steps, start)
-        fit = _Fit(steps, log_every, checkpoint_every, manager, logger, hooks, requests)
+        fit = _Fit(steps, log_every, checkpoint_every, manager, logger, hooks, requests, epochs)
         skip = start - self.data_start_step
         batches = self._batches(train, epochs, tokenization_mode, shuffle_buffer, skip)
         return self._run(batches, fit)
@@ -260,7 +261,8 @@ class TrainerBase(abc.ABC):
         fit.hooks.step_end(step, logs, epoch, fit.logger)
         fit.logger.update(step, logs)
         if step % fit.log_every == 0 or step == fit.steps:
-            fit.logger.write(step)
+            # With `epochs`, the line also says which pass over the data the step was in.
+            fit.logger.write(step, epoch=None if fit.epochs is None else (epoch + 1, fit.epochs))
         if fit.manager is not None and step % fit.checkpoint_every == 0:
             self.save_checkpoint(fit.manager)
         if not self.multi_worker:  # one process: stop right after this step

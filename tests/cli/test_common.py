@@ -50,3 +50,28 @@ def test_dash_reads_standard_input(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n")))
     with pytest.raises(CommandError, match=r"^standard input is not UTF-8 text"):
         input_sentences("-")
+
+
+def test_every_flag_of_every_command_has_help_with_its_default():
+    """`COMMAND --help` explains each flag and, where it has one, names its default."""
+    import argparse
+
+    from elmo_keras.cli import build_parser
+
+    commands = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices
+    problems = []
+    for name, parser in commands.items():
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            flag = f"{name} {'/'.join(action.option_strings) or action.dest}"
+            text = action.help or ""
+            if not text or text == argparse.SUPPRESS:
+                problems.append(f"{flag}: no help")
+            elif action.default not in (None, False, argparse.SUPPRESS) and (
+                "default" not in text.lower()
+            ):
+                problems.append(f"{flag}: the default {action.default!r} is not named")
+    assert not problems, problems

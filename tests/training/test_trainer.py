@@ -2,6 +2,7 @@
 
 import math
 import os
+import re
 import signal
 
 import keras
@@ -274,3 +275,18 @@ def test_each_mirrored_strategy_gets_its_own_collective_keys():
         s.extended._collective_keys.get_group_key(s.extended.worker_devices) for s in strategies
     }
     assert len(keys) == 3
+
+
+def test_log_lines_name_the_epoch_when_epochs_are_given(
+    train_text, train_vocab, tiny_config, capsys
+):
+    tiny_config.update(batch_size=2)  # 40 tokens a step: several steps in each pass
+    trainer = Trainer(tiny_config, train_vocab, seed=3)
+    result = trainer.fit(train_text, epochs=2, log_every=1)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    epochs = [re.match(r"step (\d+) \(epoch (\d) of 2\): loss", line) for line in lines]
+    assert all(epochs) and len(epochs) == result["steps"], lines
+    passes = [int(match.group(2)) for match in epochs]
+    assert passes[0] == 1 and passes[-1] == 2 and passes == sorted(passes), passes
+    trainer.fit(train_text, steps=result["steps"] + 1, log_every=1)
+    assert f"step {result['steps'] + 1}: loss" in capsys.readouterr().out  # no epochs: none named
