@@ -23,6 +23,7 @@ import numbers
 import pathlib
 
 from elmo_keras.files import write_text
+from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
 ACTIVATIONS = ("relu", "tanh")
@@ -186,7 +187,7 @@ def options_to_bilm_kwargs(options, source="options"):
     if activation not in ACTIVATIONS:
         read.fail("char_cnn.activation", f"one of {ACTIVATIONS}", activation)
     embedding = read.section(cnn, "embedding", "char_cnn.")
-    return {
+    kwargs = {
         "lstm_units": read.integer(lstm, "dim", "lstm."),
         "projection_dim": projection_dim,
         "n_layers": read.integer(lstm, "n_layers", "lstm.", default=1),
@@ -206,6 +207,10 @@ def options_to_bilm_kwargs(options, source="options"):
         ),
         "activation": activation,
     }
+    # Within their bounds the sizes can still multiply past the machine (4 TB of weights):
+    # one line before anything is allocated.
+    check_fits(FLOAT_BYTES * bilm_parameters(kwargs), "its weights", source)
+    return kwargs
 
 
 def bilm_kwargs_to_options(kwargs):

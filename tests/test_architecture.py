@@ -6,9 +6,9 @@ imports inside functions (a lazy import is still a dependency) and imports by a 
 packages above it too (importing `elmo_keras.layers.char_cnn` runs `elmo_keras/layers/
 __init__.py`). The floors, lowest first (docs/architecture.md):
 
-0. `elmo_keras` itself, `backend`, `installs`, `validation`, `files`, `output_access`, `batching`,
-   `embedder`, `options`, `download`, `presets`, `text`, `runtime`, `weights` (the hdf5 file as
-   arrays by name)
+0. `elmo_keras` itself, `backend`, `installs`, `validation`, `files`, `output_access`, `memory`,
+   `batching`, `embedder`, `options`, `download`, `presets`, `text`, `runtime`, `weights` (the hdf5
+   file as arrays by name)
 1. `layers`
 2. `models`
 3. `training`, `export`
@@ -33,6 +33,7 @@ FLOORS = {
     "elmo_keras.validation": 0,
     "elmo_keras.files": 0,
     "elmo_keras.output_access": 0,
+    "elmo_keras.memory": 0,
     "elmo_keras.batching": 0,
     "elmo_keras.embedder": 0,
     "elmo_keras.options": 0,
@@ -56,6 +57,7 @@ TF_FREE = [
     "elmo_keras.installs",
     "elmo_keras.validation",
     "elmo_keras.files",
+    "elmo_keras.memory",
     "elmo_keras.batching",
     "elmo_keras.embedder",
     "elmo_keras.options",
