@@ -220,7 +220,7 @@ class BiLM(keras.Model):
         token_index = ops.cast(token_index, "int32")
         batch, steps = ops.shape(token_index)[0], ops.shape(token_index)[1]
         lengths = ops.sum(ops.cast(token_index >= 0, "int32"), axis=1)
-        boundaries = ops.convert_to_tensor([bos_char_ids(width), eos_char_ids(width)], "int32")
+        boundaries = ops.stack([bos_char_ids(width), eos_char_ids(width)])  # int32
         if "int" in str(token_rows.dtype):
             vectors = self.char_cnn(ops.concatenate([ops.cast(token_rows, "int32"), boundaries], 0))
         else:

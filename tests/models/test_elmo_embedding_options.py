@@ -107,6 +107,7 @@ def test_vocab_to_cache_keeps_boundaries_and_survives_a_keras_file(bilm, tmp_pat
     model.save(tmp_path / "cached.keras")
     loaded = keras.models.load_model(tmp_path / "cached.keras")
     np.testing.assert_array_equal(np.asarray(loaded(ids)), np.asarray(model(ids)))
+    np.testing.assert_allclose(loaded.predict(ids, verbose=0), want, atol=1e-6)  # in a graph
     assert loaded.layers[-1].get_config() == cached.get_config()
 
 
