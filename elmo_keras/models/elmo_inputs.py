@@ -1,6 +1,8 @@
 """What `ElmoEmbedding` does around the biLM: masks (sentences, sentence boundaries), the mean
 over real tokens, and the word cache of `vocab_to_cache`."""
 
+import contextlib
+
 import keras
 import numpy as np
 from keras import ops
@@ -74,13 +76,24 @@ def word_index(vocab_to_cache):
 
 def cached_word_vectors(char_cnn, words):
     """The char CNN's output `[len(words), projection_dim]` (NumPy) for each word, computed
-    `CACHE_CHUNK` words at a time."""
+    `CACHE_CHUNK` words at a time; eagerly, also when the layer is built inside a
+    `tf.function` (Keras builds a layer on its first call, which `predict` traces)."""
     width = char_cnn.max_characters_per_token
     chunks = []
-    for start in range(0, len(words), CACHE_CHUNK):
-        ids = np.stack([token_to_char_ids(w, width) for w in words[start : start + CACHE_CHUNK]])
-        chunks.append(ops.convert_to_numpy(char_cnn(ids)))
+    with _eager_scope():
+        for start in range(0, len(words), CACHE_CHUNK):
+            chunk = words[start : start + CACHE_CHUNK]
+            ids = np.stack([token_to_char_ids(w, width) for w in chunk])
+            chunks.append(ops.convert_to_numpy(char_cnn(ids)))
     return np.concatenate(chunks, axis=0)
+
+
+def _eager_scope():
+    if keras.config.backend() != "tensorflow":
+        return contextlib.nullcontext()
+    import tensorflow as tf  # noqa: PLC0415  (this backend only)
+
+    return tf.init_scope()
 
 
 def words_to_ids(word_index, sentences):
