@@ -130,3 +130,13 @@ def test_a_word_outside_the_cache_is_named(bilm):
     elmo = ElmoEmbedding(bilm, vocab_to_cache=VOCAB)
     with pytest.raises(ValueError, match="no entry for the word 'cat' \\(sentence 1, position 0"):
         elmo.word_ids([["The"], ["cat"]])
+
+
+def test_vocab_to_cache_built_by_a_first_call_inside_a_tf_function(bilm):
+    import tensorflow as tf
+
+    cached = ElmoEmbedding(bilm, dropout=0.0, vocab_to_cache=VOCAB)
+    ids = cached.word_ids(SENTENCES)
+    got = tf.function(lambda x: cached(x))(ids)  # Keras builds the layer in the graph
+    want = ElmoEmbedding(bilm, dropout=0.0)(batch_to_char_ids(SENTENCES))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6)
