@@ -188,20 +188,21 @@ class BiLM(keras.Model):
         state = [inputs["state_h"], inputs["state_c"]] if "state_h" in inputs else None
         if "char_ids" in inputs:
             return inputs["char_ids"], None, None, state
-        rows = next((k for k in ("token_char_ids", "token_vectors") if k in inputs), None)
+        widths = {"token_char_ids": "max_characters_per_token", "token_vectors": "projection_dim"}
+        rows = next((k for k in widths if k in inputs), None)
         if rows and "token_index" in inputs:
             token_rows = ops.convert_to_tensor(inputs[rows])
             token_index = ops.convert_to_tensor(inputs["token_index"])
             if len(token_rows.shape) != 2 or len(token_index.shape) != 2:
                 raise ValueError(
-                    f"`{rows}` must be [distinct, {'width' if 'char' in rows else 'dim'}] and "
-                    "`token_index` [batch, tokens]. Received: shapes "
-                    f"{tuple(token_rows.shape)} and {tuple(token_index.shape)}"
+                    f"`{rows}` must be [distinct, {widths[rows]}] and `token_index` [batch, "
+                    f"tokens]. Received: shapes {tuple(token_rows.shape)} and "
+                    f"{tuple(token_index.shape)}"
                 )
             return None, token_rows, token_index, state
         raise ValueError(
-            "`BiLM` inputs given as a dict need a 'char_ids' entry, or 'token_char_ids' (or "
-            f"'token_vectors') and 'token_index'. Received keys: {sorted(inputs)}"
+            "`BiLM` inputs given as a dict need a 'char_ids' entry, or 'token_char_ids' and "
+            f"'token_index' (or 'token_vectors' and 'token_index'). Received keys: {sorted(inputs)}"
         )
 
     def _embed_tokens(self, char_ids, token_rows, token_index):
