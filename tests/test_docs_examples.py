@@ -24,6 +24,8 @@ NEEDS = {
     "tests/export/test_onnx.py, tests/runtime)",
     "/tmp/elmo_onnx": "reads the export a shell command writes (tests/beam)",
     "/tmp/embeddings": "reads Beam shards a shell command writes (tests/beam/test_records.py)",
+    "/tmp/token_embeddings.hdf5": "reads what `dump-token-embeddings` writes "
+    "(tests/cli/test_dump_token_embeddings.py)",
 }
 
 

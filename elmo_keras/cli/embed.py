@@ -1,6 +1,7 @@
 """`elmo-keras embed`: every layer of the biLM for each sentence of a file, into hdf5."""
 
 import contextlib
+import itertools
 import pathlib
 
 from elmo_keras.cli import CommandError
@@ -14,7 +15,8 @@ def add_parser(subparsers):
         "dump_bilm_embeddings)",
         description="Reads one whitespace-tokenized sentence per line and writes one float32 "
         "dataset per line, named by its 0-based line number, of shape "
-        "(n_layers + 1, n_tokens, 2 * projection_dim). Every sentence starts from zero state; "
+        "(n_layers + 1, n_tokens, 2 * projection_dim) (--layers all; top or average: "
+        "(n_tokens, 2 * projection_dim)). Every sentence starts from zero state; "
         "the output does not depend on --batch-size or --max-tokens. The file is read and "
         "written as a stream: memory does not grow with its length.",
     )
@@ -56,8 +58,58 @@ def add_parser(subparsers):
         "README's Backends section); onnx: ONNX Runtime on an exported --model M.onnx "
         "(default: keras)",
     )
+    parser.add_argument(
+        "--layers",
+        choices=LAYER_CHOICES,
+        default="all",
+        help="what each dataset holds, as AllenNLP's `elmo --all/--top/--average`: every layer "
+        "(n_layers + 1, n_tokens, 2 * projection_dim), the top layer, or the mean of the layers "
+        "(n_tokens, 2 * projection_dim) (default: all)",
+    )
+    parser.add_argument(
+        "--sentence-index",
+        action="store_true",
+        help="also write AllenNLP's `sentence_to_index` dataset: one JSON string mapping each "
+        "sentence (its tokens joined by one space) to its dataset name (a repeated sentence "
+        "maps to its last line); off by default, so that every dataset name is a line number",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return parser
+
+
+LAYER_CHOICES = ("all", "top", "average")
+
+
+def select_layers(pairs, layers):
+    """`(name, array)` pairs of every layer -> what `--layers` keeps: all of it, the top layer,
+    or the float32 mean over the layers (AllenNLP's `numpy.average(embeddings, axis=0)`)."""
+    for name, array in pairs:
+        if layers == "top":
+            array = array[-1]
+        elif layers == "average":
+            array = array.mean(axis=0, dtype="float32")
+        yield name, array
+
+
+class SentenceIndex:
+    """Records `sentence text -> line number` while the sentences stream past, for AllenNLP's
+    `sentence_to_index` dataset (`dataset()` once every sentence has been read)."""
+
+    def __init__(self):
+        self.index = {}
+
+    def recorded(self, sentences):
+        for i, sentence in enumerate(sentences):
+            self.index[" ".join(sentence)] = str(i)
+            yield sentence
+
+    def dataset(self):
+        import json
+
+        import h5py
+        import numpy as np
+
+        return "sentence_to_index", np.array([json.dumps(self.index)], h5py.string_dtype())
 
 
 def resolve_model_files(args):
@@ -137,12 +189,13 @@ def check_output_location(args, held):
     return output
 
 
-def check_free_space(output, tokens, embedder):
+def check_free_space(output, tokens, embedder, layers="all"):
     """Refuses, before the work, an output that cannot fit: its float32 data alone (the hdf5
     file is a little larger) for `tokens` tokens must fit in the free space of its folder."""
     import shutil
 
-    needed = 4 * (embedder.n_layers + 1) * embedder.output_dim * tokens
+    kept = embedder.n_layers + 1 if layers == "all" else 1
+    needed = 4 * kept * embedder.output_dim * tokens
     free = shutil.disk_usage(output.parent).free
     if needed > free:
         raise OSError(
@@ -188,17 +241,18 @@ def run(args):
     with contextlib.ExitStack() as held:
         output = check_output_location(args, held)
         embedder = make_embedder(args)
-        check_free_space(output, tokens, embedder)
+        check_free_space(output, tokens, embedder, args.layers)
+        index = SentenceIndex() if args.sentence_index else None
+        if index:
+            sentences = index.recorded(sentences)
         # A second pass streams: one chunk of sentences and one batch of arrays in memory at a
         # time, each batch written as it finishes (in length order; datasets named by line).
         pairs = embedder.iter_embed(sentences, progress=Progress(lines))
+        datasets = select_layers(finite_datasets(pairs, output), args.layers)
+        if index:  # after the last sentence's dataset: by then every sentence has been read
+            datasets = itertools.chain(datasets, (index.dataset() for _ in range(1)))
         try:
-            write_datasets(
-                output,
-                finite_datasets(pairs, output),
-                overwrite=args.overwrite,
-                make_parents=False,
-            )
+            write_datasets(output, datasets, overwrite=args.overwrite, make_parents=False)
         except RuntimeError as error:  # an hdf5 failure that is not an OSError: one line too
             reason = " ".join(str(error).split())
             raise OSError(f"could not write {output}: {reason}; nothing was written") from None

@@ -13,8 +13,9 @@ from elmo_keras.installs import require_keras_backend
 # ruff: noqa: E402 (the check runs before the first import of Keras, in the modules below)
 require_keras_backend()  # no Keras or no backend: one line naming the extra, not Keras' error
 
-from elmo_keras.models.bilm import BiLM, load_bilm, load_bilm_preset
+from elmo_keras.models.bilm import BiLM
 from elmo_keras.models.bilm_embedder import BiLMEmbedder
+from elmo_keras.models.deprecated_loaders import load_bilm, load_bilm_preset
 from elmo_keras.models.elmo_embedding import ElmoEmbedding
 from elmo_keras.models.elmo_preprocessor import ElmoPreprocessor
 

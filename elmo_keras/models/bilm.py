@@ -1,5 +1,3 @@
-import warnings
-
 import keras
 from keras import ops
 
@@ -66,10 +64,14 @@ class BiLM(keras.Model):
             `[distinct, max_characters_per_token]` and `"token_index"` `[batch, tokens]`, for
             each position the row of `"token_char_ids"` holding its token, `-1` for padding
             (real tokens a prefix of each row); the outputs are those of the equivalent
-            `"char_ids"`.
+            `"char_ids"`. `"token_vectors"` `[distinct, projection_dim]` (context-free vectors
+            computed before: a word cache, a `dump-token-embeddings` file) may replace
+            `"token_char_ids"`: the char CNN then runs only for `<S>` and `</S>`.
         training: bool.
         length_aware: optional bool. Overrides the model's `length_aware` for this call
             (`False` under XLA, which needs the plain path's static shapes).
+        keep_sentence_boundaries: bool. Keep the `<S>` and `</S>` positions in the outputs
+            and the mask (`tokens + 2` positions, AllenNLP's option). Defaults to `False`.
 
     Returns:
         A dict: `"token_embeddings"` `[batch, tokens, projection_dim]`, `"activations"`
@@ -174,7 +176,8 @@ class BiLM(keras.Model):
         return ops.where(is_eos[:, :, None], eos[None, None, :], padded), lengths
 
     def _parse_inputs(self, inputs):
-        """-> `(char_ids, token_char_ids, token_index, state)`, the unused ones `None`."""
+        """-> `(char_ids, token_rows, token_index, state)`, the unused ones `None`;
+        `token_rows` is `"token_char_ids"` (int) or `"token_vectors"` (float)."""
         if not isinstance(inputs, dict):
             return inputs, None, None, None
         if ("state_h" in inputs) != ("state_c" in inputs):
@@ -182,39 +185,47 @@ class BiLM(keras.Model):
         state = [inputs["state_h"], inputs["state_c"]] if "state_h" in inputs else None
         if "char_ids" in inputs:
             return inputs["char_ids"], None, None, state
-        if "token_char_ids" in inputs and "token_index" in inputs:
-            token_char_ids = ops.convert_to_tensor(inputs["token_char_ids"])
+        widths = {"token_char_ids": "max_characters_per_token", "token_vectors": "projection_dim"}
+        rows = next((k for k in widths if k in inputs), None)
+        if rows and "token_index" in inputs:
+            token_rows = ops.convert_to_tensor(inputs[rows])
             token_index = ops.convert_to_tensor(inputs["token_index"])
-            if len(token_char_ids.shape) != 2 or len(token_index.shape) != 2:
+            if len(token_rows.shape) != 2 or len(token_index.shape) != 2:
                 raise ValueError(
-                    "`token_char_ids` must be [distinct, max_characters_per_token] and "
-                    "`token_index` [batch, tokens]. Received: shapes "
-                    f"{tuple(token_char_ids.shape)} and {tuple(token_index.shape)}"
+                    f"`{rows}` must be [distinct, {widths[rows]}] and `token_index` [batch, "
+                    f"tokens]. Received: shapes {tuple(token_rows.shape)} and "
+                    f"{tuple(token_index.shape)}"
                 )
-            return None, token_char_ids, token_index, state
+            return None, token_rows, token_index, state
         raise ValueError(
             "`BiLM` inputs given as a dict need a 'char_ids' entry, or 'token_char_ids' and "
-            f"'token_index'. Received keys: {sorted(inputs)}"
+            f"'token_index' (or 'token_vectors' and 'token_index'). Received keys: {sorted(inputs)}"
         )
 
-    def _embed_tokens(self, char_ids, token_char_ids, token_index):
+    def _embed_tokens(self, char_ids, token_rows, token_index):
         """The core path's token vectors `[B, T + 2, P]` with the boundaries, and the lengths.
 
         With `token_char_ids`/`token_index` the char CNN runs once per distinct token (and once
         per boundary) and the vectors are gathered to the positions: the distinct-token trick,
-        on every backend. With `char_ids` it runs at every position of the padded batch.
+        on every backend. With float `token_vectors` (vectors computed before, e.g. a word
+        cache) the char CNN runs only for the boundaries. With `char_ids` it runs at every
+        position of the padded batch.
         """
         if token_index is None:
             with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
             return self.char_cnn(with_boundaries), lengths
         width = self.max_characters_per_token
-        token_char_ids = ops.cast(token_char_ids, "int32")
         token_index = ops.cast(token_index, "int32")
         batch, steps = ops.shape(token_index)[0], ops.shape(token_index)[1]
         lengths = ops.sum(ops.cast(token_index >= 0, "int32"), axis=1)
-        boundaries = ops.convert_to_tensor([bos_char_ids(width), eos_char_ids(width)], "int32")
-        vectors = self.char_cnn(ops.concatenate([token_char_ids, boundaries], axis=0))
-        bos_row = ops.shape(token_char_ids)[0]
+        boundaries = ops.stack([bos_char_ids(width), eos_char_ids(width)])  # int32
+        if "int" in str(token_rows.dtype):
+            vectors = self.char_cnn(ops.concatenate([ops.cast(token_rows, "int32"), boundaries], 0))
+        else:
+            boundary_vectors = self.char_cnn(boundaries)
+            token_rows = ops.cast(token_rows, boundary_vectors.dtype)
+            vectors = ops.concatenate([token_rows, boundary_vectors], axis=0)
+        bos_row = ops.shape(token_rows)[0]
         index = ops.concatenate(
             [
                 ops.full((batch, 1), bos_row, "int32"),
@@ -228,8 +239,8 @@ class BiLM(keras.Model):
         embedded = ops.take(vectors, ops.maximum(index, 0), axis=0)
         return embedded * ops.cast(index >= 0, embedded.dtype)[:, :, None], lengths
 
-    def call(self, inputs, training=None, length_aware=None):
-        char_ids, token_char_ids, token_index, state = self._parse_inputs(inputs)
+    def call(self, inputs, training=None, length_aware=None, keep_sentence_boundaries=False):
+        char_ids, token_rows, token_index, state = self._parse_inputs(inputs)
         if char_ids is not None:
             char_ids = ops.convert_to_tensor(char_ids)
             if len(char_ids.shape) != 3:
@@ -240,14 +251,14 @@ class BiLM(keras.Model):
         length_aware = self.length_aware if length_aware is None else length_aware
         fast_path = tensorflow_path()
         fast = bool(fast_path) and fast_path.applies(training, length_aware)
-        if fast:
+        if fast and (token_rows is None or "int" in str(token_rows.dtype)):
             if token_index is None:
-                token_char_ids, token_index = fast_path.distinct_tokens(char_ids)
+                token_rows, token_index = fast_path.distinct_tokens(char_ids)
             embedded, lengths = fast_path.embed_distinct_tokens(
-                self.char_cnn, token_char_ids, token_index
+                self.char_cnn, token_rows, token_index
             )
         else:
-            embedded, lengths = self._embed_tokens(char_ids, token_char_ids, token_index)
+            embedded, lengths = self._embed_tokens(char_ids, token_rows, token_index)
         steps = ops.shape(embedded)[1] - 2
         outputs, state_h, state_c = self.bilstm(
             embedded,
@@ -256,10 +267,15 @@ class BiLM(keras.Model):
             training=training,
             length_aware=fast,
         )
-        mask = sequence_mask(lengths, steps)
+        if keep_sentence_boundaries:  # AllenNLP's option: <S> and </S> stay, in the mask too
+            mask = sequence_mask(lengths + 2, steps + 2)
+            first, last = 0, steps + 2
+        else:
+            mask = sequence_mask(lengths, steps)
+            first, last = 1, steps + 1
         float_mask = ops.cast(mask, embedded.dtype)[:, :, None]
-        token_embeddings = embedded[:, 1 : steps + 1] * float_mask
-        layers = outputs[:, :, 1 : steps + 1] * float_mask[:, None]
+        token_embeddings = embedded[:, first:last] * float_mask
+        layers = outputs[:, :, first:last] * float_mask[:, None]
         layer0 = ops.concatenate([token_embeddings, token_embeddings], axis=-1)[:, None]
         return {
             "token_embeddings": token_embeddings,
@@ -377,23 +393,3 @@ class BiLM(keras.Model):
         >>> BiLM.from_preset("tiny").save_to_preset("my_bilm")  # doctest: +SKIP
         """
         return preset_folder.save_preset(self, self, folder, overwrite=overwrite)
-
-
-def _deprecated(old, new):
-    warnings.warn(
-        f"`{old}` is deprecated and will be removed; use `{new}`.", DeprecationWarning, stacklevel=3
-    )
-
-
-def load_bilm(options_path, weights_path, check_finite=True, **kwargs):
-    """Deprecated alias of `BiLM.from_bilm_tf(options_path, weights_path)`."""
-    _deprecated("load_bilm", "BiLM.from_bilm_tf")
-    return BiLM.from_bilm_tf(options_path, weights_path, check_finite=check_finite, **kwargs)
-
-
-def load_bilm_preset(preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
-    """Deprecated alias of `BiLM.from_preset(preset)`."""
-    _deprecated("load_bilm_preset", "BiLM.from_preset")
-    return BiLM.from_preset(
-        preset, cache_dir=cache_dir, progress=progress, check_finite=check_finite, **kwargs
-    )

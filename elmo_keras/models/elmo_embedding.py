@@ -5,52 +5,23 @@ from elmo_keras.backend import require_tensorflow_backend
 from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.models import preset_folder
 from elmo_keras.models.bilm import BiLM
+from elmo_keras.models.elmo_inputs import (
+    _SentenceMask,
+    cached_word_vectors,
+    check_mix_parameters,
+    check_vocab_to_cache,
+    masked_mean,
+    read_token_embeddings,
+    strings_to_char_ids,
+    with_boundaries,
+    word_index,
+    words_to_ids,
+)
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES
 from elmo_keras.validation import check_choice, check_int, check_number
 
-INPUT_TYPES = ("char_ids", "tokens", "sentences")
+INPUT_TYPES = ("char_ids", "tokens", "sentences", "word_ids")
 POOLING_MODES = (None, "mean")
-
-
-def masked_mean(vectors, mask):
-    """Mean of `vectors` `[B, T, D]` over the positions where `mask` `[B, T]` is true.
-
-    Padding never counts; a sentence with no token gives zeros (not NaN).
-    """
-    float_mask = ops.cast(mask, vectors.dtype)[:, :, None]
-    total = ops.sum(vectors * float_mask, axis=1)
-    count = ops.maximum(ops.sum(float_mask, axis=1), ops.cast(1.0, vectors.dtype))
-    return total / count
-
-
-@keras.saving.register_keras_serializable(package="elmo_keras")
-class _SentenceMask(keras.layers.Layer):
-    """Untokenized sentences `[batch]` -> bool `[batch, tokens]`, true at each real token.
-
-    `ElmoEmbedding(input_type="sentences")` calls it on symbolic inputs, so that a Functional
-    model carries the mask as a node of its graph (the token count is known only after
-    tokenization).
-    """
-
-    def __init__(self, tokenization_mode="punctuation", **kwargs):
-        super().__init__(**kwargs)
-        self.tokenization_mode = tokenization_mode
-
-    def call(self, sentences):
-        import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
-
-        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
-
-        lengths = tokenize(sentences, mode=self.tokenization_mode).row_lengths()
-        return tf.sequence_mask(lengths)
-
-    def compute_output_spec(self, sentences):
-        return keras.KerasTensor((sentences.shape[0], None), dtype="bool")
-
-    def get_config(self):
-        config = super().get_config()
-        config["tokenization_mode"] = self.tokenization_mode
-        return config
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -80,6 +51,11 @@ class ElmoEmbedding(keras.layers.Layer):
       by `elmo_keras.text.tokenizer.tokenize` (`tokenization_mode`), as the SavedModel's
       `default` signature does.
 
+    - `"word_ids"` (with `vocab_to_cache`): int tensor `[batch, tokens]`, each word's
+      position in `vocab_to_cache`, `0` for padding (made by `word_ids`). The char CNN ran
+      once per cached word at build; a call gathers (the same numbers within 1e-6). Runs on
+      every Keras backend.
+
     The two string types are TensorFlow string ops: on another backend the constructor
     refuses them in one line (`elmo_keras.backend.require_tensorflow_backend`).
 
@@ -94,12 +70,20 @@ class ElmoEmbedding(keras.layers.Layer):
         trainable_bilm: bool. Whether the biLM's weights are trained with the task (gradients
             reach them and its dropout runs in training). Defaults to `False` (frozen, and
             always run in inference mode).
-        input_type: str. One of `"char_ids"`, `"tokens"`, `"sentences"`. Defaults to
-            `"char_ids"`.
+        input_type: str. One of `"char_ids"`, `"tokens"`, `"sentences"`, `"word_ids"`.
+            Defaults to `"word_ids"` with `vocab_to_cache`, else `"char_ids"`.
         l2_coef: float. L2 penalty on each mix's scalar weights. Defaults to `0.0`.
         pooling: `None` or `"mean"`. Defaults to `None` (one vector per token).
         tokenization_mode: str. The tokenizer's mode for `input_type="sentences"`:
             `"punctuation"` or `"whitespace"`. Defaults to `"punctuation"`.
+        keep_sentence_boundaries: bool. Keep the `<S>` and `</S>` positions in the output and
+            its mask (`tokens + 2` positions; AllenNLP's option). Defaults to `False`.
+        scalar_mix_parameters: list of `n_layers + 1` floats, or None. Fixed pre-softmax
+            weights of every mix, not trained (AllenNLP's option; `[-9e10, 1, -9e10]`: the
+            first LSTM layer only). Defaults to `None` (learned, from an even mix).
+        vocab_to_cache: list of str, or None. Words whose char CNN vectors are computed once,
+            at build, into a non-trainable weight; the layer then takes `"word_ids"`, entry 0
+            being padding (AllenNLP's option). Defaults to `None`.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -134,10 +118,13 @@ class ElmoEmbedding(keras.layers.Layer):
         dropout=0.5,
         do_layer_norm=False,
         trainable_bilm=False,
-        input_type="char_ids",
+        input_type=None,
         l2_coef=0.0,
         pooling=None,
         tokenization_mode="punctuation",
+        keep_sentence_boundaries=False,
+        scalar_mix_parameters=None,
+        vocab_to_cache=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -156,15 +143,28 @@ class ElmoEmbedding(keras.layers.Layer):
         self.dropout = check_number("dropout", dropout, 0.0, 1.0, include_maximum=False)
         self.do_layer_norm = bool(do_layer_norm)
         self.trainable_bilm = bool(trainable_bilm)
+        self.vocab_to_cache = check_vocab_to_cache(vocab_to_cache)
+        if input_type is None:
+            input_type = "char_ids" if self.vocab_to_cache is None else "word_ids"
         self.input_type = check_choice("input_type", input_type, INPUT_TYPES)
-        if self.input_type != "char_ids":
+        if (self.input_type == "word_ids") != (self.vocab_to_cache is not None):
+            raise ValueError(
+                "`input_type='word_ids'` and `vocab_to_cache` go together. Received: "
+                f"input_type={self.input_type!r}, vocab_to_cache="
+                f"{'None' if self.vocab_to_cache is None else 'a list'}"
+            )
+        if self.input_type in ("tokens", "sentences"):
             require_tensorflow_backend(f"ElmoEmbedding(input_type={self.input_type!r})")
         self.l2_coef = check_number("l2_coef", l2_coef, minimum=0.0)
         self.pooling = check_choice("pooling", pooling, POOLING_MODES)
         self.tokenization_mode = check_choice(
             "tokenization_mode", tokenization_mode, TOKENIZATION_MODES
         )
+        self.keep_sentence_boundaries = bool(keep_sentence_boundaries)
+        self.scalar_mix_parameters = check_mix_parameters(scalar_mix_parameters, bilm.n_layers + 1)
         self._freeze_or_unfreeze_bilm()
+        self._word_index = None
+        self._restoring = False  # set by `build_from_config`: the saved cache is loaded next
         self.sentence_mask = None
         if self.input_type == "sentences":
             self.sentence_mask = _SentenceMask(self.tokenization_mode, name="sentence_mask")
@@ -176,6 +176,8 @@ class ElmoEmbedding(keras.layers.Layer):
                     bilm.n_layers + 1,
                     do_layer_norm=self.do_layer_norm,
                     l2_coef=self.l2_coef,
+                    initial_scalar_weights=self.scalar_mix_parameters,
+                    trainable=self.scalar_mix_parameters is None,
                     dtype=self.dtype_policy,
                     name=f"scalar_mix_{k}",
                 )
@@ -203,12 +205,48 @@ class ElmoEmbedding(keras.layers.Layer):
             self.bilm.build((None, None, self.bilm.max_characters_per_token))
         # Again after building: variables made after `trainable` was set start trainable.
         self._freeze_or_unfreeze_bilm()
+        if self.vocab_to_cache is not None and not hasattr(self, "word_vectors"):
+            self.word_vectors = self.add_weight(
+                name="word_vectors",
+                shape=(len(self.vocab_to_cache), self.bilm.projection_dim),
+                initializer="zeros" if self._restoring else self._cache_initializer,
+                trainable=False,
+            )
         layers_shape = (None, self.bilm.n_layers + 1, None, self.output_dim)
         for mix, drop in zip(self.scalar_mixes, self.dropout_layers, strict=True):
             if not mix.built:
                 mix.build(layers_shape)
             drop.build((None, None, self.output_dim))
         self.built = True
+
+    def _cache_initializer(self, shape, dtype=None):
+        return ops.cast(cached_word_vectors(self.bilm.char_cnn, self.vocab_to_cache), dtype)
+
+    def build_from_config(self, config):
+        # Deserializing: the cache is among the saved weights, no need to compute it.
+        self._restoring = True
+        super().build_from_config(config)
+        self._restoring = False
+
+    def word_ids(self, sentences):
+        """Tokenized sentences -> the `"word_ids"` input `[batch, tokens]` (int32 NumPy,
+        0-padded); a word missing from `vocab_to_cache` is one `ValueError` naming it."""
+        if self._word_index is None:
+            self._word_index = word_index(self.vocab_to_cache)
+        return words_to_ids(self._word_index, sentences)
+
+    def _bilm_inputs(self, inputs):
+        """The layer's input as the biLM's: character ids, or cached vectors and their rows."""
+        if self.input_type != "word_ids":
+            return self.to_char_ids(inputs)
+        ids = ops.cast(inputs, "int32")
+        if len(ids.shape) != 2:
+            raise ValueError(
+                "`ElmoEmbedding(input_type='word_ids')` expects int inputs [batch, tokens]. "
+                f"Received: shape={tuple(ids.shape)}"
+            )
+        vectors = ops.convert_to_tensor(self.word_vectors)
+        return {"token_vectors": vectors, "token_index": ops.where(ids > 0, ids, -1)}
 
     def to_char_ids(self, inputs):
         """The layer's input, whatever its type, as character ids `[B, T, C]` (int32)."""
@@ -221,41 +259,15 @@ class ElmoEmbedding(keras.layers.Layer):
                     f"[batch, tokens, {width}]. Received: shape={tuple(char_ids.shape)}"
                 )
             return char_ids
-        return self._strings_to_char_ids(inputs, width)
-
-    def _strings_to_char_ids(self, inputs, width):
-        """Tokens or sentences -> character ids, with TensorFlow's string ops."""
-        import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
-
-        from elmo_keras.text import tf_char_ids  # noqa: PLC0415
-        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
-
-        tokens = tf.convert_to_tensor(inputs)
-        if tokens.dtype != tf.string:
-            raise ValueError(
-                f"`ElmoEmbedding(input_type={self.input_type!r})` expects a string tensor. "
-                f"Received: dtype={tokens.dtype.name}"
-            )
-        if self.input_type == "tokens":
-            if tokens.shape.rank != 2:
-                raise ValueError(
-                    "`ElmoEmbedding(input_type='tokens')` expects a string tensor [batch, "
-                    f"tokens] padded with ''. Received: shape={tuple(tokens.shape)}"
-                )
-            lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, ""), tf.int32), axis=1)
-            return tf_char_ids.dense_tokens_to_char_ids(tokens, lengths, width)
-        if tokens.shape.rank != 1:
-            raise ValueError(
-                "`ElmoEmbedding(input_type='sentences')` expects a string tensor [batch] of "
-                f"untokenized sentences. Received: shape={tuple(tokens.shape)}"
-            )
-        ragged = tokenize(tokens, mode=self.tokenization_mode)
-        return tf_char_ids.tokens_to_char_ids(ragged, width)
+        return strings_to_char_ids(inputs, self.input_type, self.tokenization_mode, width)
 
     def call(self, inputs, training=None):
-        char_ids = self.to_char_ids(inputs)
         bilm_training = training if self.trainable_bilm else False
-        outputs = self.bilm(char_ids, training=bilm_training)
+        outputs = self.bilm(
+            self._bilm_inputs(inputs),
+            training=bilm_training,
+            keep_sentence_boundaries=self.keep_sentence_boundaries,
+        )
         activations, mask = outputs["activations"], outputs["mask"]
         results = []
         for mix, drop in zip(self.scalar_mixes, self.dropout_layers, strict=True):
@@ -269,19 +281,19 @@ class ElmoEmbedding(keras.layers.Layer):
     def compute_mask(self, inputs, previous_mask=None):
         if self.pooling is not None:
             return None
-        if isinstance(inputs, keras.KerasTensor):
-            # Symbolic (Functional) construction: the mask's spec. Keras recomputes the mask
-            # from the real inputs on every call, through this method's eager branch.
-            if self.input_type == "char_ids":
-                mask = keras.ops.greater(inputs[:, :, 0], 0)
-            elif self.input_type == "tokens":
-                mask = keras.ops.not_equal(inputs, "")
-            else:
-                mask = self.sentence_mask(inputs)
-        elif self.input_type == "sentences":
+        # On symbolic (Functional) inputs, the mask's spec; Keras recomputes the mask from the
+        # real inputs on every call.
+        symbolic = isinstance(inputs, keras.KerasTensor)
+        if self.input_type == "sentences":
             mask = self.sentence_mask(inputs)
+        elif self.input_type == "word_ids":
+            mask = ops.greater(inputs if symbolic else ops.convert_to_tensor(inputs), 0)
+        elif self.input_type == "tokens" and symbolic:
+            mask = ops.not_equal(inputs, "")
         else:
-            mask = ops.greater(self.to_char_ids(inputs)[:, :, 0], 0)
+            mask = ops.greater((inputs if symbolic else self.to_char_ids(inputs))[:, :, 0], 0)
+        if self.keep_sentence_boundaries:
+            mask = with_boundaries(mask)
         if self.num_output_representations == 1:
             return mask
         return [mask] * self.num_output_representations
@@ -292,6 +304,8 @@ class ElmoEmbedding(keras.layers.Layer):
             shape = (batch, self.output_dim)
         else:
             steps = None if self.input_type == "sentences" else input_shape[1]
+            if steps is not None and self.keep_sentence_boundaries:
+                steps += 2
             shape = (batch, steps, self.output_dim)
         if self.num_output_representations == 1:
             return shape
@@ -320,6 +334,9 @@ class ElmoEmbedding(keras.layers.Layer):
                 "l2_coef": self.l2_coef,
                 "pooling": self.pooling,
                 "tokenization_mode": self.tokenization_mode,
+                "keep_sentence_boundaries": self.keep_sentence_boundaries,
+                "scalar_mix_parameters": self.scalar_mix_parameters,
+                "vocab_to_cache": self.vocab_to_cache,
             }
         )
         return config
@@ -339,6 +356,30 @@ class ElmoEmbedding(keras.layers.Layer):
         ...                                   input_type="sentences")  # doctest: +SKIP
         """
         return cls(BiLM.from_bilm_tf(options_path, weights_path), **kwargs)
+
+    @classmethod
+    def from_token_embeddings(cls, bilm, vocab_file, embedding_file, **kwargs):
+        """Makes the layer on word ids, its cache read from a `dump-token-embeddings` file
+        (bilm-tf's `dump_token_embeddings`) instead of computed by the char CNN.
+
+        Args:
+            bilm: the `BiLM` the file was made with.
+            vocab_file: the vocabulary file (one token per line) the file was made from.
+            embedding_file: the hdf5 file, dataset `embedding` `[n_tokens, projection_dim]`.
+            **kwargs: the other arguments of `ElmoEmbedding`.
+
+        Returns:
+            An `ElmoEmbedding` with `input_type="word_ids"`: a token's id is its line in
+            `vocab_file` + 1 (bilm-tf's `TokenBatcher` ids, without `<S>` and `</S>`), 0 is
+            padding; `word_ids(sentences)` makes them.
+        """
+        vocab_to_cache, vectors = read_token_embeddings(vocab_file, embedding_file)
+        layer = cls(bilm, vocab_to_cache=vocab_to_cache, **kwargs)
+        layer._restoring = True  # the vectors come from the file: no char CNN run
+        layer.build()
+        layer._restoring = False
+        layer.word_vectors.assign(vectors)
+        return layer
 
     @classmethod
     def from_preset(cls, preset, cache_dir=None, progress=True, **kwargs):

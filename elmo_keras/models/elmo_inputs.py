@@ -1,0 +1,195 @@
+"""What `ElmoEmbedding` does around the biLM: masks (sentences, sentence boundaries), the mean
+over real tokens, and the word cache of `vocab_to_cache`."""
+
+import contextlib
+
+import keras
+import numpy as np
+from keras import ops
+
+from elmo_keras.text.char_ids import token_to_char_ids
+
+# The char CNN computes a word cache this many words at a time (bounded memory for any vocab).
+CACHE_CHUNK = 4096
+
+
+def masked_mean(vectors, mask):
+    """Mean of `vectors` `[B, T, D]` over the positions where `mask` `[B, T]` is true.
+
+    Padding never counts; a sentence with no token gives zeros (not NaN).
+    """
+    float_mask = ops.cast(mask, vectors.dtype)[:, :, None]
+    total = ops.sum(vectors * float_mask, axis=1)
+    count = ops.maximum(ops.sum(float_mask, axis=1), ops.cast(1.0, vectors.dtype))
+    return total / count
+
+
+def with_boundaries(mask):
+    """A token mask `[B, T]` -> the mask `[B, T + 2]` of `<S>`, the tokens and `</S>` (true at
+    the first `length + 2` positions); written with shape-agnostic ops, so that it also gives
+    the spec of a symbolic mask."""
+    counts = ops.cast(mask, "int32")
+    ones = ops.ones_like(counts[:, :1])
+    positions = ops.cumsum(ops.ones_like(ops.concatenate([ones, counts, ones], axis=1)), axis=1)
+    return positions <= ops.sum(counts, axis=1, keepdims=True) + 2
+
+
+def check_vocab_to_cache(vocab_to_cache):
+    """`vocab_to_cache` as a list of str (at least the padding entry and one word), or None."""
+    if vocab_to_cache is None:
+        return None
+    words = list(vocab_to_cache) if not isinstance(vocab_to_cache, str) else None
+    if not words or len(words) < 2 or not all(isinstance(w, str) for w in words):
+        shown = repr(vocab_to_cache)[:80]
+        raise ValueError(
+            "`vocab_to_cache` must be a list of at least 2 str (index 0 is padding). "
+            f"Received: vocab_to_cache={shown}"
+        )
+    return words
+
+
+def check_mix_parameters(parameters, n_layers):
+    """`scalar_mix_parameters` as a list of `n_layers` floats, or None."""
+    if parameters is None:
+        return None
+    try:
+        floats = [float(w) for w in parameters]
+    except (TypeError, ValueError):
+        floats = None
+    if floats is None or len(floats) != n_layers:
+        raise ValueError(
+            f"`scalar_mix_parameters` must be {n_layers} floats (the biLM's n_layers + 1). "
+            f"Received: scalar_mix_parameters={parameters!r}"
+        )
+    return floats
+
+
+def word_index(vocab_to_cache):
+    """{word: its first position in `vocab_to_cache`}, entry 0 (padding) left out."""
+    if vocab_to_cache is None:
+        raise ValueError("`word_ids` needs `vocab_to_cache`. Received: vocab_to_cache=None")
+    index = {}
+    for i, word in enumerate(vocab_to_cache[1:], start=1):
+        index.setdefault(word, i)
+    return index
+
+
+def cached_word_vectors(char_cnn, words):
+    """The char CNN's output `[len(words), projection_dim]` (NumPy) for each word, computed
+    `CACHE_CHUNK` words at a time; eagerly, also when the layer is built inside a
+    `tf.function` (Keras builds a layer on its first call, which `predict` traces)."""
+    width = char_cnn.max_characters_per_token
+    chunks = []
+    with _eager_scope():
+        for start in range(0, len(words), CACHE_CHUNK):
+            chunk = words[start : start + CACHE_CHUNK]
+            ids = np.stack([token_to_char_ids(w, width) for w in chunk])
+            chunks.append(ops.convert_to_numpy(char_cnn(ids)))
+    return np.concatenate(chunks, axis=0)
+
+
+def _eager_scope():
+    if keras.config.backend() != "tensorflow":
+        return contextlib.nullcontext()
+    import tensorflow as tf  # noqa: PLC0415  (this backend only)
+
+    return tf.init_scope()
+
+
+def words_to_ids(word_index, sentences):
+    """Tokenized sentences -> int32 word ids `[B, T]` (0 = padding) through `word_index`
+    ({word: id}); a word outside the cache is one `ValueError` naming it."""
+    longest = max((len(s) for s in sentences), default=0)
+    ids = np.zeros((len(sentences), longest), np.int32)
+    for row, sentence in enumerate(sentences):
+        for column, word in enumerate(sentence):
+            found = word_index.get(word)
+            if not found:
+                raise ValueError(
+                    f"`vocab_to_cache` has no entry for the word {word!r} (sentence {row}, "
+                    f"position {column}); add it to the cache, or use another input_type"
+                )
+            ids[row, column] = found
+    return ids
+
+
+def strings_to_char_ids(inputs, input_type, tokenization_mode, width):
+    """`ElmoEmbedding`'s string inputs (`input_type` `"tokens"` or `"sentences"`) ->
+    character ids `[B, T, width]`, with TensorFlow's string ops."""
+    import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
+
+    from elmo_keras.text import tf_char_ids  # noqa: PLC0415
+    from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
+
+    tokens = tf.convert_to_tensor(inputs)
+    if tokens.dtype != tf.string:
+        raise ValueError(
+            f"`ElmoEmbedding(input_type={input_type!r})` expects a string tensor. "
+            f"Received: dtype={tokens.dtype.name}"
+        )
+    if input_type == "tokens":
+        if tokens.shape.rank != 2:
+            raise ValueError(
+                "`ElmoEmbedding(input_type='tokens')` expects a string tensor [batch, "
+                f"tokens] padded with ''. Received: shape={tuple(tokens.shape)}"
+            )
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, ""), tf.int32), axis=1)
+        return tf_char_ids.dense_tokens_to_char_ids(tokens, lengths, width)
+    if tokens.shape.rank != 1:
+        raise ValueError(
+            "`ElmoEmbedding(input_type='sentences')` expects a string tensor [batch] of "
+            f"untokenized sentences. Received: shape={tuple(tokens.shape)}"
+        )
+    ragged = tokenize(tokens, mode=tokenization_mode)
+    return tf_char_ids.tokens_to_char_ids(ragged, width)
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class _SentenceMask(keras.layers.Layer):
+    """Untokenized sentences `[batch]` -> bool `[batch, tokens]`, true at each real token.
+
+    `ElmoEmbedding(input_type="sentences")` calls it on symbolic inputs, so that a Functional
+    model carries the mask as a node of its graph (the token count is known only after
+    tokenization).
+    """
+
+    def __init__(self, tokenization_mode="punctuation", **kwargs):
+        super().__init__(**kwargs)
+        self.tokenization_mode = tokenization_mode
+
+    def call(self, sentences):
+        import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
+
+        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
+
+        lengths = tokenize(sentences, mode=self.tokenization_mode).row_lengths()
+        return tf.sequence_mask(lengths)
+
+    def compute_output_spec(self, sentences):
+        return keras.KerasTensor((sentences.shape[0], None), dtype="bool")
+
+    def get_config(self):
+        config = super().get_config()
+        config["tokenization_mode"] = self.tokenization_mode
+        return config
+
+
+def read_token_embeddings(vocab_file, embedding_file):
+    """A bilm-tf vocabulary file and its `dump_token_embeddings` hdf5 -> `(vocab_to_cache,
+    vectors)`: entry 0 the padding (a zero row), then the file's tokens and rows in order, so
+    that a token's word id is bilm-tf's `TokenBatcher` id (its line + 1)."""
+    import h5py  # noqa: PLC0415
+
+    from elmo_keras.text.vocabulary import Vocabulary  # noqa: PLC0415
+
+    tokens = list(Vocabulary.load(vocab_file).tokens)
+    with h5py.File(embedding_file, "r") as handle:
+        if "embedding" not in handle:
+            raise ValueError(f"{embedding_file} has no `embedding` dataset (dump-token-embeddings)")
+        rows = np.asarray(handle["embedding"][...], np.float32)
+    if rows.ndim != 2 or rows.shape[0] != len(tokens):
+        raise ValueError(
+            f"{embedding_file}: `embedding` must have one row per token of {vocab_file} "
+            f"({len(tokens)}). Received: shape={rows.shape}"
+        )
+    return ["<padding>", *tokens], np.concatenate([np.zeros_like(rows[:1]), rows])
