@@ -3,6 +3,7 @@
 import os
 
 from elmo_keras.cli import CommandError
+from elmo_keras.cli._common import add_tokenization_argument
 
 INSTALL_HINT = 'apache-beam is not installed: pip install "elmo-keras[beam]"'
 
@@ -12,8 +13,8 @@ def add_parser(subparsers):
         "beam-embed",
         help="embed the lines of many text files with an ONNX model on Apache Beam, into "
         "TFRecord shards",
-        description="Reads every file the --input glob matches (one whitespace-tokenized "
-        "sentence per line, numbered as `elmo-keras embed` numbers them) and writes one "
+        description="Reads every file the --input glob matches (one sentence per line, "
+        "numbered and split as `elmo-keras embed` numbers and splits them) and writes one "
         "tf.train.Example per line to TFRecord shards PREFIX-SSSSS-of-NNNNN: source, line "
         "(0-based), tokens, shape [n_layers + 1, n_tokens, 2 * projection_dim] and embeddings "
         "(row-major). Any other --name=value flag is a Beam pipeline option, e.g. "
@@ -37,6 +38,7 @@ def add_parser(subparsers):
     parser.add_argument(
         "--overwrite", action="store_true", help="delete existing PREFIX-*-of-* shards first"
     )
+    add_tokenization_argument(parser, "each line is split into tokens")
     parser.add_argument(
         "pipeline_args",
         nargs="*",
@@ -115,7 +117,14 @@ def run(args):
         pipeline
         | "ReadLines" >> ReadLines(args.input)
         | "EmbedLines"
-        >> EmbedLines(args.model, args.batch_size, args.max_batch_tokens, None, args.threads)
+        >> EmbedLines(
+            args.model,
+            args.batch_size,
+            args.max_batch_tokens,
+            None,
+            args.threads,
+            tokenization_mode=args.tokenization_mode,
+        )
         | "WriteEmbeddings" >> WriteEmbeddings(args.output, args.num_shards)
     )
     result = pipeline.run()

@@ -3,7 +3,7 @@
 import pathlib
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import select_keras_backend
+from elmo_keras.cli._common import add_tokenization_argument, select_keras_backend
 
 
 def add_parser(subparsers):
@@ -11,7 +11,8 @@ def add_parser(subparsers):
         "embed",
         help="write every biLM layer for each line of a text file to hdf5 (like bilm-tf's "
         "dump_bilm_embeddings)",
-        description="Reads one whitespace-tokenized sentence per line and writes one float32 "
+        description="Reads one sentence per line (split as --tokenization-mode says) and "
+        "writes one float32 "
         "dataset per line, named by its 0-based line number, of shape "
         "(n_layers + 1, n_tokens, 2 * projection_dim). Every sentence starts from zero state; "
         "the output does not depend on --batch-size or --max-tokens. The file is read and "
@@ -50,6 +51,7 @@ def add_parser(subparsers):
         "docs/backends.md); onnx: ONNX Runtime on an exported --model M.onnx (default: keras)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_tokenization_argument(parser, "each line is split into tokens")
     return parser
 
 
@@ -161,7 +163,8 @@ def run(args):
     from elmo_keras.files import write_datasets
 
     check_arguments(args)
-    lines, tokens, sentences = input_sentences(args.input)  # the sizes, without the model
+    # The sizes, without the model.
+    lines, tokens, sentences = input_sentences(args.input, args.tokenization_mode)
     output = check_output_location(args)
     embedder = make_embedder(args)
     check_free_space(output, tokens, embedder)
