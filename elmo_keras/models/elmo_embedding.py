@@ -4,7 +4,7 @@ from keras import ops
 from elmo_keras.backend import require_tensorflow_backend
 from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.models.bilm import BiLM
-from elmo_keras.text.pretokenize import TOKENIZATION_MODES
+from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
 from elmo_keras.validation import check_choice, check_int, check_number
 
 INPUT_TYPES = ("char_ids", "tokens", "sentences")
@@ -31,7 +31,7 @@ class _SentenceMask(keras.layers.Layer):
     tokenization).
     """
 
-    def __init__(self, tokenization_mode="punctuation", **kwargs):
+    def __init__(self, tokenization_mode=DEFAULT_TOKENIZATION_MODE, **kwargs):
         super().__init__(**kwargs)
         self.tokenization_mode = tokenization_mode
 
@@ -76,8 +76,12 @@ class ElmoEmbedding(keras.layers.Layer):
     - `"tokens"`: string tensor `[batch, tokens]` of tokens, right-padded with `""`. The number
       of non-empty strings in a row is its length, so `""` must only appear as padding.
     - `"sentences"`: string tensor `[batch]` of untokenized sentences, split inside the layer
-      by `elmo_keras.text.tokenizer.tokenize` (`tokenization_mode`), as the SavedModel's
-      `default` signature does.
+      by `elmo_keras.text.tokenizer.tokenize` (`tokenization_mode`), as every entry point of
+      the package splits (`embed`, Beam, `embed_text`, the SavedModel's `default` signature).
+
+    Text given to a `"char_ids"` layer is one `ValueError` naming the other input types. In
+    `fit`, `predict` and `evaluate`, Keras takes strings as tensors, object arrays or
+    `tf.data`; `elmo_keras.models.TextModel` also takes NumPy string arrays and lists of str.
 
     The two string types are TensorFlow string ops: on another backend the constructor
     refuses them in one line (`elmo_keras.backend.require_tensorflow_backend`).
@@ -98,7 +102,8 @@ class ElmoEmbedding(keras.layers.Layer):
         l2_coef: float. L2 penalty on each mix's scalar weights. Defaults to `0.0`.
         pooling: `None` or `"mean"`. Defaults to `None` (one vector per token).
         tokenization_mode: str. The tokenizer's mode for `input_type="sentences"`:
-            `"punctuation"` or `"whitespace"`. Defaults to `"punctuation"`.
+            `"punctuation"` (the package's default everywhere) or `"whitespace"` (TF-Hub's
+            module's split, for text tokenized already). Defaults to `"punctuation"`.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -136,7 +141,7 @@ class ElmoEmbedding(keras.layers.Layer):
         input_type="char_ids",
         l2_coef=0.0,
         pooling=None,
-        tokenization_mode="punctuation",
+        tokenization_mode=DEFAULT_TOKENIZATION_MODE,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -209,10 +214,16 @@ class ElmoEmbedding(keras.layers.Layer):
             drop.build((None, None, self.output_dim))
         self.built = True
 
+    def __call__(self, inputs, *args, **kwargs):
+        if self.input_type == "char_ids":
+            self._refuse_text(inputs)  # before Keras' own checks, in one line
+        return super().__call__(inputs, *args, **kwargs)
+
     def to_char_ids(self, inputs):
         """The layer's input, whatever its type, as character ids `[B, T, C]` (int32)."""
         width = self.bilm.max_characters_per_token
         if self.input_type == "char_ids":
+            self._refuse_text(inputs)
             char_ids = ops.cast(inputs, "int32")
             if len(char_ids.shape) != 3:
                 raise ValueError(
@@ -221,6 +232,26 @@ class ElmoEmbedding(keras.layers.Layer):
                 )
             return char_ids
         return self._strings_to_char_ids(inputs, width)
+
+    def _refuse_text(self, inputs):
+        """One line, instead of a failed cast, when text reaches a `char_ids` layer."""
+        first = inputs
+        while isinstance(first, (list, tuple)) and first:
+            first = first[0]
+        dtype = getattr(inputs, "dtype", None)  # NumPy, tf.Tensor, KerasTensor ("string")
+        name = "str" if dtype is None else getattr(dtype, "name", str(dtype))
+        kind = getattr(dtype, "kind", "")
+        if kind == "O" and inputs.size:
+            first = inputs.flat[0]
+        text = isinstance(first, (str, bytes)) or kind in ("U", "S") or name == "string"
+        if text:
+            raise ValueError(
+                "This `ElmoEmbedding` takes character ids (int [batch, tokens, "
+                f"{self.bilm.max_characters_per_token}]), not text: make it with "
+                "`input_type='sentences'` for raw sentences or `input_type='tokens'` for "
+                "padded token rows (e.g. `ElmoEmbedding.from_preset(name, "
+                f"input_type='sentences')`). Received: dtype={name}"
+            )
 
     def _strings_to_char_ids(self, inputs, width):
         """Tokens or sentences -> character ids, with TensorFlow's string ops."""
@@ -349,7 +380,12 @@ class ElmoEmbedding(keras.layers.Layer):
             cache_dir: path or None. Where downloads go (default: `$ELMO_KERAS_CACHE`, else
                 `~/.cache/elmo-keras`).
             progress: bool. A download progress bar on a terminal. Defaults to `True`.
-            **kwargs: the other arguments of `ElmoEmbedding`.
+            **kwargs: the other arguments of `ElmoEmbedding`. Mind `input_type`: it defaults
+                to `"char_ids"` (int ids from `elmo_keras.text.batch_to_char_ids`; every
+                backend); pass `input_type="sentences"` for raw text (split inside by the
+                package's tokenizer, `tokenization_mode="punctuation"`) or `"tokens"` for
+                padded token rows (both TensorFlow only). Text given to a `"char_ids"` layer
+                is one `ValueError` that says so.
 
         Example:
         >>> elmo = ElmoEmbedding.from_preset("tiny", input_type="sentences")
