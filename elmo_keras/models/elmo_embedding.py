@@ -249,8 +249,9 @@ class ElmoEmbedding(keras.layers.Layer):
                 "This `ElmoEmbedding` takes character ids (int [batch, tokens, "
                 f"{self.bilm.max_characters_per_token}]), not text: make it with "
                 "`input_type='sentences'` for raw sentences or `input_type='tokens'` for "
-                "padded token rows (e.g. `ElmoEmbedding.from_preset(name, "
-                f"input_type='sentences')`). Received: dtype={name}"
+                "padded token rows, on the TensorFlow backend (e.g. "
+                "`ElmoEmbedding.from_preset(name, input_type='sentences')`). "
+                f"Received: dtype={name}"
             )
 
     def _strings_to_char_ids(self, inputs, width):
