@@ -6,7 +6,7 @@ No TensorFlow, no Keras, no ONNX Runtime: `elmo_keras.runtime.OnnxEmbedder` buil
 import numpy as np
 
 from elmo_keras import batching
-from elmo_keras.text.pretokenize import tokenize_python
+from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, tokenize_python
 from elmo_keras.validation import check_int
 
 
@@ -130,13 +130,14 @@ class Embedder:
             results[index] = layers
         return [results[index] for index in range(len(results))]
 
-    def embed_text(self, texts, mode="punctuation"):
+    def embed_text(self, texts, mode=DEFAULT_TOKENIZATION_MODE):
         """Tokenizes untokenized sentences in Python and embeds them.
 
         Args:
             texts: list of str. Untokenized sentences.
             mode: str. `"punctuation"` or `"whitespace"` (see
-                `elmo_keras.text.pretokenize.tokenize_python`). Defaults to `"punctuation"`.
+                `elmo_keras.text.pretokenize.tokenize_python`). Defaults to `"punctuation"`, the
+                split of every elmo-keras entry point (`DEFAULT_TOKENIZATION_MODE`).
 
         Returns:
             A tuple `(tokens, embeddings)`: the list of token lists and what `embed` returns.

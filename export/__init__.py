@@ -1,6 +1,6 @@
 """Export a biLM for serving: SavedModel, ONNX, int8 ONNX. Installed as `elmo_keras.export`.
 
-- `export_savedmodel(bilm, directory, scalar_mix=None, tokenization_mode="whitespace")`:
+- `export_savedmodel(bilm, directory, scalar_mix=None, tokenization_mode="punctuation")`:
   SavedModel with the TF-Hub ELMo module's `default` (also `serving_default`), `tokens`,
   `char_ids` and `char_ids_with_state` signatures; it runs in TF Serving and in TF-Hub's
   `KerasLayer` (the mix's weights trainable).

@@ -7,8 +7,9 @@ elmo-keras, and runs in TF Serving (whose C++ loader restores the variables into
 Signatures (the inputs and outputs of the TF-Hub ELMo module, so its users can switch):
 
 - `default` (also `serving_default`, the one TF Serving runs when a request names none):
-  `sentences` string `[B]`, untokenized; split in the graph with the package's tokenizer
-  (`elmo_keras.text.tokenizer.tokenize`), on whitespace by default as TF-Hub's module does.
+  `sentences` string `[B]`, untokenized; split in the graph (`elmo_keras.text.tokenizer`) as
+  every elmo-keras entry point splits ("mat." -> "mat" "."), or, exported with
+  `tokenization_mode="whitespace"`, on whitespace only as TF-Hub's module does.
 - `tokens`: `tokens` string `[B, T]` plus `sequence_len` int32 `[B]`; positions at or past a
   sentence's length are padding, whatever they hold.
 - `char_ids`: `char_ids` int32 `[B, T, max_characters_per_token]` (0 = padding token).
@@ -42,6 +43,7 @@ import types
 
 import tensorflow as tf
 
+from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE as DEFAULT_MODE
 from elmo_keras.text.pretokenize import check_mode
 
 SIGNATURE_NAMES = ("default", "tokens", "char_ids", "char_ids_with_state")
@@ -121,9 +123,9 @@ class ElmoServingModule(tf.Module):
         bilm: `elmo_keras.models.BiLM`. A built biLM.
         scalar_mix: `elmo_keras.layers.ScalarMix` or `None`. The mix behind the `elmo` output.
             Defaults to `None`, uniform weights and gamma 1.
-        tokenization_mode: str. The split of the `default` signature, `"whitespace"` (the
-            TF-Hub module's) or `"punctuation"` (see `elmo_keras.text.tokenizer.tokenize`).
-            Defaults to `"whitespace"`.
+        tokenization_mode: str. The split of the `default` signature: `"punctuation"` (the
+            split of every elmo-keras entry point, see `elmo_keras.text.tokenizer.tokenize`)
+            or `"whitespace"` (the TF-Hub module's). Defaults to `"punctuation"`.
         use_tensorflow_text: bool. Split with tensorflow-text's `RegexSplitWithOffsets` op
             (then loading needs `import tensorflow_text` first) instead of core TensorFlow
             ops. Defaults to `False`.
@@ -143,7 +145,7 @@ class ElmoServingModule(tf.Module):
     regularization_losses = ()
 
     def __init__(
-        self, bilm, scalar_mix=None, tokenization_mode="whitespace", use_tensorflow_text=False
+        self, bilm, scalar_mix=None, tokenization_mode=DEFAULT_MODE, use_tensorflow_text=False
     ):
         super().__init__(name="elmo")
         check_mode(tokenization_mode)
@@ -260,11 +262,7 @@ class ElmoServingModule(tf.Module):
 
 
 def export_savedmodel(
-    bilm,
-    directory,
-    scalar_mix=None,
-    tokenization_mode="whitespace",
-    use_tensorflow_text=False,
+    bilm, directory, scalar_mix=None, tokenization_mode=DEFAULT_MODE, use_tensorflow_text=False
 ):
     """Saves a biLM as a SavedModel with the TF-Hub ELMo module's signatures.
 
@@ -278,9 +276,10 @@ def export_savedmodel(
         scalar_mix: `elmo_keras.layers.ScalarMix` or `None`. The mix behind the `elmo` output,
             saved with its current weights (trainable after loading). Defaults to `None`,
             uniform weights and gamma 1.
-        tokenization_mode: str. How the `default` signature splits sentences: `"whitespace"`
-            (the TF-Hub module's split: "mat." stays one token) or `"punctuation"` (the
-            package's split for raw text: "mat" "."). Defaults to `"whitespace"`.
+        tokenization_mode: str. How the `default` signature splits sentences:
+            `"punctuation"` (the split of every elmo-keras entry point: "mat." -> "mat" ".")
+            or `"whitespace"` (the TF-Hub module's split: "mat." stays one token). Defaults
+            to `"punctuation"`.
         use_tensorflow_text: bool. Split with tensorflow-text instead of core TensorFlow ops
             (same tokens). Defaults to `False`.
 
@@ -294,7 +293,7 @@ def export_savedmodel(
     >>> export_savedmodel(bilm, "elmo_savedmodel")  # doctest: +SKIP
     >>> import tensorflow as tf  # doctest: +SKIP
     >>> elmo = tf.saved_model.load("elmo_savedmodel")  # doctest: +SKIP
-    >>> elmo.signatures["default"](sentences=tf.constant(["Hello world ."]))["elmo"].shape
+    >>> elmo.signatures["default"](sentences=tf.constant(["Hello world."]))["elmo"].shape
     TensorShape([1, 3, 1024])
     """
     module = ElmoServingModule(

@@ -30,6 +30,7 @@ import pathlib
 import time
 
 from elmo_keras.files import atomic_directory, check_output, check_writable
+from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE
 
 FORMATS = ("savedmodel", "onnx")
 SAVEDMODEL_DIR = "savedmodel"
@@ -73,7 +74,7 @@ def export_model(
     onnx_state=False,
     quantize=False,
     opset=17,
-    tokenization_mode="whitespace",
+    tokenization_mode=DEFAULT_TOKENIZATION_MODE,
     use_tensorflow_text=False,
     scalar_mix=None,
     progress=None,
@@ -90,8 +91,9 @@ def export_model(
         onnx_state: bool. Also write `model_stateful.onnx`. Defaults to `False`.
         quantize: bool. Also write `model.int8.onnx`. Defaults to `False`.
         opset: int. ONNX opset (>= 17). Defaults to `17`.
-        tokenization_mode: str. The SavedModel `default` signature's split: `"whitespace"`
-            (TF-Hub's ELMo module) or `"punctuation"`. Defaults to `"whitespace"`.
+        tokenization_mode: str. The SavedModel `default` signature's split: `"punctuation"`
+            (every elmo-keras entry point's) or `"whitespace"` (TF-Hub's ELMo module's).
+            Defaults to `"punctuation"`.
         use_tensorflow_text: bool. Split with tensorflow-text in the SavedModel. Defaults to
             `False`.
         scalar_mix: `ScalarMix` or `None`. The mix behind `elmo`. Defaults to uniform.

@@ -34,7 +34,7 @@ class EmbeddedLine(NamedTuple):
     Attributes:
         source: str. The input file's path, as the file system matched it.
         line: int. The 0-based line number in `source`.
-        tokens: list of str. The line split on whitespace.
+        tokens: list of str. The line's tokens (`EmbedLines`' `tokenization_mode`).
         embeddings: float32 array `(n_layers + 1, n_tokens, 2 * projection_dim)`.
     """
 

@@ -26,7 +26,12 @@ from apache_beam.io.tfrecordio import WriteToTFRecord
 from elmo_keras.batching import length_batches
 from elmo_keras.beam.records import EmbeddedLine, embedding_example
 from elmo_keras.cli._common import split_lines
-from elmo_keras.validation import check_int
+from elmo_keras.text.pretokenize import (
+    DEFAULT_TOKENIZATION_MODE,
+    TOKENIZATION_MODES,
+    tokenize_python,
+)
+from elmo_keras.validation import check_choice, check_int
 
 
 def file_lines(readable_file):
@@ -118,14 +123,27 @@ class EmbedBatches(beam.DoFn):
         max_batch_tokens: int. The most padded token positions per call. Defaults to `4096`.
         intra_op_threads: int or `None`. ONNX Runtime threads per worker; `None` for its
             default (one per core). Defaults to `None`.
+        tokenization_mode: str. How each line is split into tokens (`"punctuation"` or
+            `"whitespace"`, see `elmo_keras.text.tokenize_python`). Defaults to
+            `"punctuation"`.
     """
 
-    def __init__(self, model_path, batch_size=64, max_batch_tokens=4096, intra_op_threads=None):
+    def __init__(
+        self,
+        model_path,
+        batch_size=64,
+        max_batch_tokens=4096,
+        intra_op_threads=None,
+        tokenization_mode=DEFAULT_TOKENIZATION_MODE,
+    ):
         super().__init__()
         self.model_path = str(model_path)
         self.batch_size = check_int("batch_size", batch_size)
         self.max_batch_tokens = check_int("max_batch_tokens", max_batch_tokens)
         self.intra_op_threads = check_int("intra_op_threads", intra_op_threads, allow_none=True)
+        self.tokenization_mode = check_choice(
+            "tokenization_mode", tokenization_mode, TOKENIZATION_MODES
+        )
         self._embedder = None
         self._temporary = None
         self._lines = beam.metrics.Metrics.counter("elmo_keras", "lines")
@@ -144,7 +162,8 @@ class EmbedBatches(beam.DoFn):
         self._embedder = OnnxEmbedder(path, batch_size=self.batch_size, session_options=options)
 
     def process(self, lines):
-        sentences = [text.split() for _, _, text in lines]
+        mode = self.tokenization_mode
+        sentences = [tokenize_python(text, mode) for _, _, text in lines]
         for rows in budget_batches(sentences, self.batch_size, self.max_batch_tokens):
             arrays = self._embedder.embed([sentences[i] for i in rows])
             for index, array in zip(rows, arrays, strict=True):
@@ -167,9 +186,9 @@ class EmbedLines(beam.PTransform):
     not left on the worker that read it), gathered into pools of `pool_size` lines within a
     bundle (`beam.BatchElements`), and each pool is embedded by `EmbedBatches`: sorted by
     length, in batches within `batch_size` lines and `max_batch_tokens` padded positions.
-    Tokens are the text split on whitespace, as `elmo-keras embed` splits; an empty line
-    gives `n_tokens = 0`. Every line starts from the zero state, so a result never depends
-    on the other lines of its batch.
+    Tokens are the text split by `elmo_keras.text.tokenize_python(text, tokenization_mode)`,
+    as `elmo-keras embed` splits; an empty line gives `n_tokens = 0`. Every line starts from
+    the zero state, so a result never depends on the other lines of its batch.
 
     Args:
         model_path: str. An `.onnx` file from `elmo-keras export`, local or on a Beam file
@@ -180,6 +199,8 @@ class EmbedLines(beam.PTransform):
             `16 * batch_size`.
         intra_op_threads: int or `None`. ONNX Runtime threads per worker. Defaults to `None`
             (ONNX Runtime's default: one per core).
+        tokenization_mode: str. `"punctuation"` (every elmo-keras entry point's split) or
+            `"whitespace"` (for text tokenized already). Defaults to `"punctuation"`.
 
     Example:
 
@@ -197,9 +218,12 @@ class EmbedLines(beam.PTransform):
         max_batch_tokens=4096,
         pool_size=None,
         intra_op_threads=None,
+        tokenization_mode=DEFAULT_TOKENIZATION_MODE,
     ):
         super().__init__()
-        self.fn = EmbedBatches(model_path, batch_size, max_batch_tokens, intra_op_threads)
+        self.fn = EmbedBatches(
+            model_path, batch_size, max_batch_tokens, intra_op_threads, tokenization_mode
+        )
         pool_size = 16 * self.fn.batch_size if pool_size is None else pool_size
         self.pool_size = check_int("pool_size", pool_size)
 

@@ -7,6 +7,11 @@ import sys
 import time
 
 from elmo_keras.cli import CommandError
+from elmo_keras.text.pretokenize import (
+    DEFAULT_TOKENIZATION_MODE,
+    TOKENIZATION_MODES,
+    tokenize_python,
+)
 
 
 def split_lines(text):
@@ -65,9 +70,10 @@ def iter_lines(path):
 _SHARED_TOKENS = 100_000  # distinct token strings shared between lines, at most
 
 
-def iter_sentences(path):
-    """Yields one whitespace-tokenized sentence per line of `path` (`iter_lines`), lazily; an
-    empty line is an empty sentence, line `i` (0-based) is sentence `i`.
+def iter_sentences(path, mode=DEFAULT_TOKENIZATION_MODE):
+    """Yields the tokens of each line of `path` (`iter_lines`), lazily, split by
+    `tokenize_python(line, mode)`; an empty line is an empty sentence, line `i` (0-based) is
+    sentence `i`.
 
     Repeated tokens share one `str` (a bounded table, cleared when full): a chunk of 10,000
     lines of WikiText held by `embed` takes 8 MB instead of 34.
@@ -76,20 +82,20 @@ def iter_sentences(path):
     for line in iter_lines(path):
         if len(shared) > _SHARED_TOKENS:
             shared.clear()
-        yield [shared.setdefault(token, token) for token in line.split()]
+        yield [shared.setdefault(token, token) for token in tokenize_python(line, mode)]
 
 
-def count_tokens(path):
+def count_tokens(path, mode=DEFAULT_TOKENIZATION_MODE):
     """`(lines, tokens)` of `path`, read as `iter_sentences` reads it, holding one line at a
     time: a cheap first pass (it also finds a file that is not UTF-8 before any work)."""
     lines = tokens = 0
-    for sentence in iter_sentences(path):
+    for sentence in iter_sentences(path, mode):
         lines += 1
         tokens += len(sentence)
     return lines, tokens
 
 
-def input_sentences(path):
+def input_sentences(path, mode=DEFAULT_TOKENIZATION_MODE):
     """`(lines, tokens, sentences)` for a command that needs the sizes before the work.
 
     A regular file is read twice: `count_tokens` now, then `sentences`, a lazy
@@ -98,14 +104,29 @@ def input_sentences(path):
     """
     regular = str(path) != STDIN and (pathlib.Path(path).is_file() or not os.path.exists(path))
     if regular:  # a missing file: `count_tokens` names it
-        return *count_tokens(path), iter_sentences(path)
-    sentences = read_sentences(path)
+        return *count_tokens(path, mode), iter_sentences(path, mode)
+    sentences = read_sentences(path, mode)
     return len(sentences), sum(len(s) for s in sentences), sentences
 
 
-def read_sentences(path):
-    """All of `iter_sentences(path)` as a list."""
-    return list(iter_sentences(path))
+def read_sentences(path, mode=DEFAULT_TOKENIZATION_MODE):
+    """All of `iter_sentences(path, mode)` as a list."""
+    return list(iter_sentences(path, mode))
+
+
+def add_tokenization_argument(parser, what):
+    """`--tokenization-mode` (also `--tokenization`): how `what` splits each line into tokens."""
+    parser.add_argument(
+        "--tokenization-mode",
+        "--tokenization",
+        dest="tokenization_mode",
+        choices=TOKENIZATION_MODES,
+        default=DEFAULT_TOKENIZATION_MODE,
+        help=f"how {what}: punctuation splits on whitespace and makes each punctuation or "
+        "symbol character a token (the split of every elmo-keras entry point); whitespace "
+        "only splits on whitespace (TF-Hub's module; for text tokenized already) "
+        f"(default: {DEFAULT_TOKENIZATION_MODE})",
+    )
 
 
 def check_input_file(flag, path):

@@ -6,6 +6,7 @@ import re
 import uuid
 
 from elmo_keras.cli import CommandError
+from elmo_keras.cli._common import add_tokenization_argument
 
 INSTALL_HINT = 'apache-beam is not installed: pip install "elmo-keras[beam]"'
 
@@ -15,8 +16,8 @@ def add_parser(subparsers):
         "beam-embed",
         help="embed the lines of many text files with an ONNX model on Apache Beam, into "
         "TFRecord shards",
-        description="Reads every file the --input glob matches (one whitespace-tokenized "
-        "sentence per line, numbered as `elmo-keras embed` numbers them) and writes one "
+        description="Reads every file the --input glob matches (one sentence per line, "
+        "numbered and split as `elmo-keras embed` numbers and splits them) and writes one "
         "tf.train.Example per line to TFRecord shards PREFIX-SSSSS-of-NNNNN: source, line "
         "(0-based), tokens, shape [n_layers + 1, n_tokens, 2 * projection_dim] and embeddings "
         "(row-major). Any other flag is a Beam pipeline option, passed on to Beam in either "
@@ -50,6 +51,7 @@ def add_parser(subparsers):
         help="replace existing PREFIX-SSSSS-of-NNNNN shards (removed once the new ones are "
         "written; other files are kept)",
     )
+    add_tokenization_argument(parser, "each line is split into tokens")
     # Beam's options are the flags the parser does not know, in their order (`main` keeps
     # them): a positional argument here would take the value of `--name value` away.
     parser.set_defaults(_takes_unknown_args=True)
@@ -188,7 +190,14 @@ def run(args):
             pipeline
             | "ReadLines" >> ReadLines(args.input)
             | "EmbedLines"
-            >> EmbedLines(args.model, args.batch_size, args.max_batch_tokens, None, args.threads)
+            >> EmbedLines(
+                args.model,
+                args.batch_size,
+                args.max_batch_tokens,
+                None,
+                args.threads,
+                tokenization_mode=args.tokenization_mode,
+            )
             | "WriteEmbeddings" >> WriteEmbeddings(staging, args.num_shards)
         )
         try:

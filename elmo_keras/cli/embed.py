@@ -5,7 +5,11 @@ import itertools
 import pathlib
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import check_input_file, select_keras_backend
+from elmo_keras.cli._common import (
+    add_tokenization_argument,
+    check_input_file,
+    select_keras_backend,
+)
 
 
 def add_parser(subparsers):
@@ -13,7 +17,8 @@ def add_parser(subparsers):
         "embed",
         help="write every biLM layer for each line of a text file to hdf5 (like bilm-tf's "
         "dump_bilm_embeddings)",
-        description="Reads one whitespace-tokenized sentence per line and writes one float32 "
+        description="Reads one sentence per line (split as --tokenization-mode says) and "
+        "writes one float32 "
         "dataset per line, named by its 0-based line number, of shape "
         "(n_layers + 1, n_tokens, 2 * projection_dim) (--layers all; top or average: "
         "(n_tokens, 2 * projection_dim)). Every sentence starts from zero state; "
@@ -74,6 +79,7 @@ def add_parser(subparsers):
         "maps to its last line); off by default, so that every dataset name is a line number",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    add_tokenization_argument(parser, "each line is split into tokens")
     return parser
 
 
@@ -237,7 +243,8 @@ def run(args):
     from elmo_keras.files import write_datasets
 
     check_arguments(args)
-    lines, tokens, sentences = input_sentences(args.input)  # the sizes, without the model
+    # The sizes, without the model.
+    lines, tokens, sentences = input_sentences(args.input, args.tokenization_mode)
     with contextlib.ExitStack() as held:
         output = check_output_location(args, held)
         embedder = make_embedder(args)

@@ -3,7 +3,7 @@
 import pathlib
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import check_input_file
+from elmo_keras.cli._common import add_tokenization_argument, check_input_file
 
 
 def add_parser(subparsers):
@@ -52,15 +52,8 @@ def add_parser(subparsers):
         help="also write model.int8.onnx (int8 dynamic quantization)",
     )
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset, >= 17 (default: 17)")
-    parser.add_argument(
-        "--tokenization-mode",
-        "--tokenization",  # the 0.1.0 spelling
-        dest="tokenization_mode",
-        choices=("punctuation", "whitespace"),
-        default="whitespace",
-        help="how the SavedModel's `default` signature splits sentences (default: whitespace, "
-        "the TF-Hub module's split; punctuation splits punctuation off too)",
-    )
+    # `--tokenization` is the 0.1.0 spelling.
+    add_tokenization_argument(parser, "the SavedModel's `default` signature splits sentences")
     parser.add_argument(
         "--tensorflow-text",
         action="store_true",

@@ -7,17 +7,22 @@ from elmo_keras.models import preset_folder
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.models.elmo_inputs import (
     _SentenceMask,
+    cached_word_inputs,
     cached_word_vectors,
+    check_input_type,
     check_mix_parameters,
     check_vocab_to_cache,
+    input_mask,
+    inputs_to_char_ids,
     masked_mean,
     read_token_embeddings,
-    strings_to_char_ids,
+    refuse_text,
+    set_bilm_trainable,
     with_boundaries,
     word_index,
     words_to_ids,
 )
-from elmo_keras.text.pretokenize import TOKENIZATION_MODES
+from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
 from elmo_keras.validation import check_choice, check_int, check_number
 
 INPUT_TYPES = ("char_ids", "tokens", "sentences", "word_ids")
@@ -41,20 +46,20 @@ class ElmoEmbedding(keras.layers.Layer):
     from a bilm-tf `options.json` and hdf5 weight file (the published models, or
     `elmo-keras train` output).
 
-    Three input types (`input_type`):
+    Four input types (`input_type`):
     - `"char_ids"`: int tensor `[batch, tokens, max_characters_per_token]`, as made by
       `elmo_keras.text.batch_to_char_ids`; a token whose ids are all 0 is padding. Runs on
-      every Keras backend.
+      every Keras backend. Text given to it is one `ValueError` naming the other types.
     - `"tokens"`: string tensor `[batch, tokens]` of tokens, right-padded with `""`. The number
       of non-empty strings in a row is its length, so `""` must only appear as padding.
     - `"sentences"`: string tensor `[batch]` of untokenized sentences, split inside the layer
-      by `elmo_keras.text.tokenizer.tokenize` (`tokenization_mode`), as the SavedModel's
-      `default` signature does.
-
+      by `elmo_keras.text.tokenizer.tokenize` (`tokenization_mode`), as every entry point of
+      the package splits (`embed`, Beam, `embed_text`, the SavedModel's `default` signature).
+      In `fit`, `predict` and `evaluate`, Keras takes strings as tensors, object arrays or
+      `tf.data`; `elmo_keras.models.TextModel` also takes NumPy string arrays and lists.
     - `"word_ids"` (with `vocab_to_cache`): int tensor `[batch, tokens]`, each word's
       position in `vocab_to_cache`, `0` for padding (made by `word_ids`). The char CNN ran
-      once per cached word at build; a call gathers (the same numbers within 1e-6). Runs on
-      every Keras backend.
+      once per cached word at build; a call gathers. Runs on every Keras backend.
 
     The two string types are TensorFlow string ops: on another backend the constructor
     refuses them in one line (`elmo_keras.backend.require_tensorflow_backend`).
@@ -75,7 +80,8 @@ class ElmoEmbedding(keras.layers.Layer):
         l2_coef: float. L2 penalty on each mix's scalar weights. Defaults to `0.0`.
         pooling: `None` or `"mean"`. Defaults to `None` (one vector per token).
         tokenization_mode: str. The tokenizer's mode for `input_type="sentences"`:
-            `"punctuation"` or `"whitespace"`. Defaults to `"punctuation"`.
+            `"punctuation"` (the package's default everywhere) or `"whitespace"` (TF-Hub's
+            module's split, for text tokenized already). Defaults to `"punctuation"`.
         keep_sentence_boundaries: bool. Keep the `<S>` and `</S>` positions in the output and
             its mask (`tokens + 2` positions; AllenNLP's option). Defaults to `False`.
         scalar_mix_parameters: list of `n_layers + 1` floats, or None. Fixed pre-softmax
@@ -121,7 +127,7 @@ class ElmoEmbedding(keras.layers.Layer):
         input_type=None,
         l2_coef=0.0,
         pooling=None,
-        tokenization_mode="punctuation",
+        tokenization_mode=DEFAULT_TOKENIZATION_MODE,
         keep_sentence_boundaries=False,
         scalar_mix_parameters=None,
         vocab_to_cache=None,
@@ -144,15 +150,7 @@ class ElmoEmbedding(keras.layers.Layer):
         self.do_layer_norm = bool(do_layer_norm)
         self.trainable_bilm = bool(trainable_bilm)
         self.vocab_to_cache = check_vocab_to_cache(vocab_to_cache)
-        if input_type is None:
-            input_type = "char_ids" if self.vocab_to_cache is None else "word_ids"
-        self.input_type = check_choice("input_type", input_type, INPUT_TYPES)
-        if (self.input_type == "word_ids") != (self.vocab_to_cache is not None):
-            raise ValueError(
-                "`input_type='word_ids'` and `vocab_to_cache` go together. Received: "
-                f"input_type={self.input_type!r}, vocab_to_cache="
-                f"{'None' if self.vocab_to_cache is None else 'a list'}"
-            )
+        self.input_type = check_input_type(input_type, self.vocab_to_cache, INPUT_TYPES)
         if self.input_type in ("tokens", "sentences"):
             require_tensorflow_backend(f"ElmoEmbedding(input_type={self.input_type!r})")
         self.l2_coef = check_number("l2_coef", l2_coef, minimum=0.0)
@@ -187,13 +185,7 @@ class ElmoEmbedding(keras.layers.Layer):
             )
 
     def _freeze_or_unfreeze_bilm(self):
-        # The biLM, its two sublayers and every variable, explicitly: a biLM deserialized with
-        # `trainable=False` made its sublayers after that flag was set.
-        self.bilm.trainable = self.trainable_bilm
-        for sublayer in (self.bilm.char_cnn, self.bilm.bilstm):
-            sublayer.trainable = self.trainable_bilm
-        for variable in self.bilm.weights:
-            variable.trainable = self.trainable_bilm
+        set_bilm_trainable(self.bilm, self.trainable_bilm)
 
     @property
     def output_dim(self):
@@ -239,27 +231,17 @@ class ElmoEmbedding(keras.layers.Layer):
         """The layer's input as the biLM's: character ids, or cached vectors and their rows."""
         if self.input_type != "word_ids":
             return self.to_char_ids(inputs)
-        ids = ops.cast(inputs, "int32")
-        if len(ids.shape) != 2:
-            raise ValueError(
-                "`ElmoEmbedding(input_type='word_ids')` expects int inputs [batch, tokens]. "
-                f"Received: shape={tuple(ids.shape)}"
-            )
-        vectors = ops.convert_to_tensor(self.word_vectors)
-        return {"token_vectors": vectors, "token_index": ops.where(ids > 0, ids, -1)}
+        return cached_word_inputs(inputs, self.word_vectors)
+
+    def __call__(self, inputs, *args, **kwargs):
+        if self.input_type == "char_ids":
+            refuse_text(inputs, self.bilm.max_characters_per_token)  # before Keras' checks
+        return super().__call__(inputs, *args, **kwargs)
 
     def to_char_ids(self, inputs):
         """The layer's input, whatever its type, as character ids `[B, T, C]` (int32)."""
         width = self.bilm.max_characters_per_token
-        if self.input_type == "char_ids":
-            char_ids = ops.cast(inputs, "int32")
-            if len(char_ids.shape) != 3:
-                raise ValueError(
-                    "`ElmoEmbedding(input_type='char_ids')` expects int inputs "
-                    f"[batch, tokens, {width}]. Received: shape={tuple(char_ids.shape)}"
-                )
-            return char_ids
-        return strings_to_char_ids(inputs, self.input_type, self.tokenization_mode, width)
+        return inputs_to_char_ids(inputs, self.input_type, self.tokenization_mode, width)
 
     def call(self, inputs, training=None):
         bilm_training = training if self.trainable_bilm else False
@@ -281,17 +263,7 @@ class ElmoEmbedding(keras.layers.Layer):
     def compute_mask(self, inputs, previous_mask=None):
         if self.pooling is not None:
             return None
-        # On symbolic (Functional) inputs, the mask's spec; Keras recomputes the mask from the
-        # real inputs on every call.
-        symbolic = isinstance(inputs, keras.KerasTensor)
-        if self.input_type == "sentences":
-            mask = self.sentence_mask(inputs)
-        elif self.input_type == "word_ids":
-            mask = ops.greater(inputs if symbolic else ops.convert_to_tensor(inputs), 0)
-        elif self.input_type == "tokens" and symbolic:
-            mask = ops.not_equal(inputs, "")
-        else:
-            mask = ops.greater((inputs if symbolic else self.to_char_ids(inputs))[:, :, 0], 0)
+        mask = input_mask(self, inputs)
         if self.keep_sentence_boundaries:
             mask = with_boundaries(mask)
         if self.num_output_representations == 1:
@@ -394,7 +366,12 @@ class ElmoEmbedding(keras.layers.Layer):
             cache_dir: path or None. Where downloads go (default: `$ELMO_KERAS_CACHE`, else
                 `~/.cache/elmo-keras`).
             progress: bool. A download progress bar on a terminal. Defaults to `True`.
-            **kwargs: the other arguments of `ElmoEmbedding`.
+            **kwargs: the other arguments of `ElmoEmbedding`. Mind `input_type`: it defaults
+                to `"char_ids"` (int ids from `elmo_keras.text.batch_to_char_ids`; every
+                backend); pass `input_type="sentences"` for raw text (split inside by the
+                package's tokenizer, `tokenization_mode="punctuation"`) or `"tokens"` for
+                padded token rows (both TensorFlow only). Text given to a `"char_ids"` layer
+                is one `ValueError` that says so.
 
         Example:
         >>> elmo = ElmoEmbedding.from_preset("tiny", input_type="sentences")

@@ -8,6 +8,8 @@ import numpy as np
 from keras import ops
 
 from elmo_keras.text.char_ids import token_to_char_ids
+from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE
+from elmo_keras.validation import check_choice
 
 # The char CNN computes a word cache this many words at a time (bounded memory for any vocab).
 CACHE_CHUNK = 4096
@@ -113,6 +115,88 @@ def words_to_ids(word_index, sentences):
     return ids
 
 
+def check_input_type(input_type, vocab_to_cache, input_types):
+    """`ElmoEmbedding`'s `input_type`: `"word_ids"` with a cache, else `"char_ids"` by default."""
+    if input_type is None:
+        input_type = "char_ids" if vocab_to_cache is None else "word_ids"
+    input_type = check_choice("input_type", input_type, input_types)
+    if (input_type == "word_ids") != (vocab_to_cache is not None):
+        raise ValueError(
+            "`input_type='word_ids'` and `vocab_to_cache` go together. Received: "
+            f"input_type={input_type!r}, vocab_to_cache="
+            f"{'None' if vocab_to_cache is None else 'a list'}"
+        )
+    return input_type
+
+
+def cached_word_inputs(inputs, word_vectors):
+    """`"word_ids"` `[B, T]` (0 = padding) -> the biLM's cached-vector input."""
+    ids = ops.cast(inputs, "int32")
+    if len(ids.shape) != 2:
+        raise ValueError(
+            "`ElmoEmbedding(input_type='word_ids')` expects int inputs [batch, tokens]. "
+            f"Received: shape={tuple(ids.shape)}"
+        )
+    vectors = ops.convert_to_tensor(word_vectors)
+    return {"token_vectors": vectors, "token_index": ops.where(ids > 0, ids, -1)}
+
+
+def inputs_to_char_ids(inputs, input_type, tokenization_mode, width):
+    """`ElmoEmbedding`'s input of `input_type` -> character ids `[B, T, width]` (int32)."""
+    if input_type != "char_ids":
+        return strings_to_char_ids(inputs, input_type, tokenization_mode, width)
+    refuse_text(inputs, width)
+    char_ids = ops.cast(inputs, "int32")
+    if len(char_ids.shape) != 3:
+        raise ValueError(
+            "`ElmoEmbedding(input_type='char_ids')` expects int inputs "
+            f"[batch, tokens, {width}]. Received: shape={tuple(char_ids.shape)}"
+        )
+    return char_ids
+
+
+def set_bilm_trainable(bilm, trainable):
+    """The biLM, its two sublayers and every variable, explicitly: a biLM deserialized with
+    `trainable=False` made its sublayers after that flag was set."""
+    bilm.trainable = trainable
+    for sublayer in (bilm.char_cnn, bilm.bilstm):
+        sublayer.trainable = trainable
+    for variable in bilm.weights:
+        variable.trainable = trainable
+
+
+def input_mask(layer, inputs):
+    """An `ElmoEmbedding`'s token mask `[B, T]` for `inputs` of its `input_type`. On symbolic
+    (Functional) inputs it is the mask's spec; Keras recomputes it from the real inputs."""
+    symbolic = isinstance(inputs, keras.KerasTensor)
+    if layer.input_type == "sentences":
+        return layer.sentence_mask(inputs)
+    if layer.input_type == "word_ids":
+        return ops.greater(inputs if symbolic else ops.convert_to_tensor(inputs), 0)
+    if layer.input_type == "tokens" and symbolic:
+        return ops.not_equal(inputs, "")
+    return ops.greater((inputs if symbolic else layer.to_char_ids(inputs))[:, :, 0], 0)
+
+
+def refuse_text(inputs, width):
+    """One line, instead of a failed cast, when text reaches a `char_ids` `ElmoEmbedding`."""
+    first = inputs
+    while isinstance(first, (list, tuple)) and first:
+        first = first[0]
+    dtype = getattr(inputs, "dtype", None)  # NumPy, tf.Tensor, KerasTensor ("string")
+    name = "str" if dtype is None else getattr(dtype, "name", str(dtype))
+    kind = getattr(dtype, "kind", "")
+    if kind == "O" and inputs.size:
+        first = inputs.flat[0]
+    if isinstance(first, (str, bytes)) or kind in ("U", "S") or name == "string":
+        raise ValueError(
+            f"This `ElmoEmbedding` takes character ids (int [batch, tokens, {width}]), not "
+            "text: make it with `input_type='sentences'` for raw sentences or "
+            "`input_type='tokens'` for padded token rows, on the TensorFlow backend (e.g. "
+            f"`ElmoEmbedding.from_preset(name, input_type='sentences')`). Received: dtype={name}"
+        )
+
+
 def strings_to_char_ids(inputs, input_type, tokenization_mode, width):
     """`ElmoEmbedding`'s string inputs (`input_type` `"tokens"` or `"sentences"`) ->
     character ids `[B, T, width]`, with TensorFlow's string ops."""
@@ -153,7 +237,7 @@ class _SentenceMask(keras.layers.Layer):
     tokenization).
     """
 
-    def __init__(self, tokenization_mode="punctuation", **kwargs):
+    def __init__(self, tokenization_mode=DEFAULT_TOKENIZATION_MODE, **kwargs):
         super().__init__(**kwargs)
         self.tokenization_mode = tokenization_mode
 

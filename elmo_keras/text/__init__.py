@@ -22,13 +22,18 @@ from elmo_keras.text.char_ids import (
     eos_char_ids,
     token_to_char_ids,
 )
-from elmo_keras.text.pretokenize import TOKENIZATION_MODES, tokenize_python
+from elmo_keras.text.pretokenize import (
+    DEFAULT_TOKENIZATION_MODE,
+    TOKENIZATION_MODES,
+    tokenize_python,
+)
 from elmo_keras.text.vocabulary import UNK_TOKEN, Vocabulary
 
 __all__ = [
     "BOS_CHAR_ID",
     "BOS_TOKEN",
     "BOW_CHAR_ID",
+    "DEFAULT_TOKENIZATION_MODE",
     "EOS_CHAR_ID",
     "EOS_TOKEN",
     "EOW_CHAR_ID",

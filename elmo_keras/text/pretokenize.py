@@ -21,6 +21,10 @@ import re
 from elmo_keras.text import _unicode_tables
 
 TOKENIZATION_MODES = ("whitespace", "punctuation")
+# The split of every entry point that takes untokenized text: `ElmoEmbedding(input_type=
+# "sentences")`, `Embedder.embed_text`, `elmo-keras embed` and `beam-embed`, the SavedModel's
+# `default` signature. `"whitespace"` (TF-Hub's module's split) is available by name everywhere.
+DEFAULT_TOKENIZATION_MODE = "punctuation"
 
 
 def character_class(codepoints_or_ranges, escape=lambda c: f"\\U{c:08X}"):
@@ -52,7 +56,7 @@ def check_mode(mode):
     return mode
 
 
-def tokenize_python(sentence, mode="punctuation"):
+def tokenize_python(sentence, mode=DEFAULT_TOKENIZATION_MODE):
     """Splits one untokenized sentence into tokens.
 
     Args:

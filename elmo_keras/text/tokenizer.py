@@ -13,7 +13,7 @@ everything from the first NUL character (U+0000) of a sentence on (tensorflow-te
 import tensorflow as tf
 
 from elmo_keras.text import _unicode_tables
-from elmo_keras.text.pretokenize import character_class, check_mode
+from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, character_class, check_mode
 
 
 def _re2_escape(codepoint):
@@ -26,7 +26,7 @@ WHITESPACE_PATTERN = f"[{_WHITESPACE_CLASS}]+"
 PUNCTUATION_PATTERN = f"[{_PUNCTUATION_CLASS}]"
 
 
-def tokenize(sentences, mode="punctuation", use_tensorflow_text=False):
+def tokenize(sentences, mode=DEFAULT_TOKENIZATION_MODE, use_tensorflow_text=False):
     """Splits untokenized sentences into tokens, inside or outside a `tf.function`.
 
     Args:

@@ -61,6 +61,14 @@ def exported(fixture_bilms, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def loaded_savedmodels(exported):
+    """Each fixture's SavedModel, loaded once per session with `tf.saved_model.load`."""
+    import tensorflow as tf
+
+    return {name: tf.saved_model.load(str(entry["savedmodel"])) for name, entry in exported.items()}
+
+
+@pytest.fixture(scope="session")
 def stateful_onnx(exported, tmp_path_factory):
     """The bilm-tf fixture's stateful ONNX model."""
     from elmo_keras.export import export_onnx

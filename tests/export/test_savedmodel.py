@@ -21,8 +21,8 @@ BATCHES = [
 
 
 @pytest.fixture(scope="module")
-def loaded(exported):
-    return {name: tf.saved_model.load(str(entry["savedmodel"])) for name, entry in exported.items()}
+def loaded(loaded_savedmodels):
+    return loaded_savedmodels
 
 
 def _numpy(outputs):
@@ -83,16 +83,17 @@ def test_tokens_signature_matches_keras_and_ignores_padding(exported, loaded):
         np.testing.assert_array_equal(actual["elmo"][i, len(sentence) :], 0.0)
 
 
-def test_default_signature_splits_on_whitespace_like_tf_hub(exported, loaded):
-    """TF-Hub's module splits on spaces: "The cat sat on the mat." is 6 tokens ("mat.")."""
+def test_default_signature_splits_punctuation_off_by_default(exported, loaded):
+    """The package's split, as every entry point's: "The cat sat on the mat." is 7 tokens
+    ("mat", "."); TF-Hub's whitespace split is asked for by name (the fresh-process test)."""
     entry = exported["bilm_tf"]
     texts = ["The cat sat on the mat.", "Hi", "Déjà vu:   naïve café?", "Hello, world! It's 3.5°C."]
-    tokens = [text.split() for text in texts]
+    tokens = [tokenize_python(text, mode="punctuation") for text in texts]
     for name in ("default", "serving_default"):
         actual = _numpy(loaded["bilm_tf"].signatures[name](sentences=tf.constant(texts)))
         expected = keras_outputs(entry["bilm"], entry["mix"], batch_to_char_ids(tokens))
         assert_outputs_close(actual, expected)
-        np.testing.assert_array_equal(actual["sequence_len"], [6, 1, 4, 4])
+        np.testing.assert_array_equal(actual["sequence_len"], [7, 1, 6, 13])
 
 
 def test_state_signature_streams_like_keras(exported, loaded, fixture_sentences):
@@ -116,7 +117,8 @@ def test_state_signature_streams_like_keras(exported, loaded, fixture_sentences)
 
 
 def test_loads_in_fresh_process_without_elmo_keras(exported, tmp_path):
-    """Plain TensorFlow loads both exports; tensorflow-text is needed only when asked for."""
+    """Plain TensorFlow loads both exports; tensorflow-text is needed only when asked for.
+    The second export splits on whitespace only (TF-Hub's module's split, asked by name)."""
     from elmo_keras.export import export_savedmodel
 
     entry = exported["bilm_tf"]
@@ -125,7 +127,7 @@ def test_loads_in_fresh_process_without_elmo_keras(exported, tmp_path):
         entry["bilm"],
         text_model,
         scalar_mix=entry["mix"],
-        tokenization_mode="punctuation",
+        tokenization_mode="whitespace",
         use_tensorflow_text=True,
     )
     texts = ["Hello, world!", "Déjà vu ."]
@@ -152,7 +154,7 @@ def test_loads_in_fresh_process_without_elmo_keras(exported, tmp_path):
                 assert diff <= 1e-5, (name, diff)
 
         model = tf.saved_model.load({str(entry["savedmodel"])!r})
-        check(model.signatures["default"](sentences=texts), whitespace)
+        check(model.signatures["default"](sentences=texts))  # punctuation: the default
         try:
             tf.saved_model.load({str(text_model)!r})
         except Exception as error:  # the tensorflow-text op is not registered yet
@@ -161,7 +163,7 @@ def test_loads_in_fresh_process_without_elmo_keras(exported, tmp_path):
             raise AssertionError("loaded a tensorflow-text graph without tensorflow_text")
         import tensorflow_text  # noqa: F401  registers the op
         model = tf.saved_model.load({str(text_model)!r})
-        check(model.signatures["default"](sentences=texts))
+        check(model.signatures["default"](sentences=texts), whitespace)
         tokens = model.signatures["tokens"](
             tokens=tf.constant([["Hello", ",", "world", "!"], ["Déjà", "vu", ".", ""]]),
             sequence_len=tf.constant([4, 3]),

@@ -22,7 +22,7 @@ TEXTS = ["The cat sat on the mat.", "Hi", "Déjà vu,  naïve café!"]
 def _session_feeds(name, bilm):
     """Inputs for each signature, and the tokens they stand for."""
     if name in ("default", "serving_default"):
-        tokens = [tokenize_python(text, mode="whitespace") for text in TEXTS]
+        tokens = [tokenize_python(text) for text in TEXTS]  # the default split, punctuation
         return {"sentences": np.array(TEXTS, dtype=object)}, tokens
     tokens = SENTENCES[:3]
     if name == "tokens":
