@@ -181,8 +181,8 @@ def test_cli_missing_inputs(tmp_path, capsys):
             str(tmp_path / "o"),
         ]
     )
-    assert code == 1
-    assert "`options_path` is not a file" in capsys.readouterr().err
+    assert code == 2  # a file named by a flag that is missing: a usage mistake
+    assert "--options: file not found" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.configs import get_config
 from elmo_keras.training.run_folder import CONFIG_FILE, find_checkpoint, load_run, save_run
 from elmo_keras.training.stopping import STOP_REASONS, StopRequests, stop_reason
 from elmo_keras.training.training_run import NEW_RUN_DEFAULTS, TrainingRun, legacy_training_run
@@ -106,7 +107,7 @@ def test_train_old_form_warns_then_checks():
 def test_run_folder_round_trip(tmp_path):
     vocabulary = Vocabulary(["<S>", "</S>", "<UNK>", "the"])
     written = {
-        "config": {"batch_size": 4},
+        "config": get_config("tiny"),
         "seed": 7,
         "tokenization_mode": "punctuation",
         "carry_state": False,
