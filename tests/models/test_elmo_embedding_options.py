@@ -1,5 +1,6 @@
 """`ElmoEmbedding`'s AllenNLP options: `scalar_mix_parameters`, `keep_sentence_boundaries`,
-`vocab_to_cache` (the AllenNLP fixture biLM; references: the char CNN path, NumPy float64)."""
+`vocab_to_cache` (the AllenNLP fixture biLM; references: the char CNN path, NumPy float64).
+They run on TensorFlow and, in the second command of `make test`, on JAX."""
 
 import keras
 import numpy as np
@@ -8,8 +9,6 @@ import pytest
 from elmo_keras.models import BiLM
 from elmo_keras.models.elmo_embedding import ElmoEmbedding
 from elmo_keras.text import batch_to_char_ids, bos_char_ids, eos_char_ids
-
-pytestmark = pytest.mark.tensorflow_only
 
 SENTENCES = [["The", "bank", "of", "the", "river", "."], ["I", "read", "it"], ["Hi"]]
 VOCAB = ["@@PADDING@@", "read", "The", "bank", "of", "the", "river", ".", "I", "it", "Hi", "x"]
@@ -132,6 +131,7 @@ def test_a_word_outside_the_cache_is_named(bilm):
         elmo.word_ids([["The"], ["cat"]])
 
 
+@pytest.mark.tensorflow_only
 def test_vocab_to_cache_built_by_a_first_call_inside_a_tf_function(bilm):
     import tensorflow as tf
 
