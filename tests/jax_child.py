@@ -5,8 +5,9 @@
 Before anything else it makes `import tensorflow` fail (a `sys.meta_path` finder) and sets
 `KERAS_BACKEND=jax`. Then, reading and writing only files under WORKDIR:
 1. the packaged `tiny` biLM by `BiLM.from_preset`, the AllenNLP fixture by `BiLM.from_bilm_tf`,
-   and `BiLMEmbedder.embed` / `embed_text` of `sentences.json` with the fixture
-   (-> `embed_jax.npz`, the compiled shapes in `report.json`);
+   and `BiLMEmbedder.embed` / `embed_text` of `sentences.json` with the fixture; the README's
+   first example (`ElmoPreprocessor` then `ElmoEmbedding`, packaged `mini_en`) and the
+   preprocessor on padded tokens (-> `embed_jax.npz`, the compiled shapes in `report.json`);
 2. each `tf_*.keras` that the TensorFlow side saved, loaded here and called on `inputs.npz`
    with its state carried in (-> `outputs_jax.npz`);
 3. a biLM built here from `jax_config.json` with seeded weights, saved as `jax_made.keras`
@@ -44,10 +45,20 @@ def main(workdir):
     embedder = BiLMEmbedder(bilm, batch_size=4)
     vectors = embedder.embed(sentences)
     _, from_text = embedder.embed_text(["The bank, by the river, closed."])
+    # The README's first example: strings -> ids without TensorFlow, then the packaged biLM.
+    from elmo_keras.models import ElmoEmbedding, ElmoPreprocessor
+
+    preprocessor = ElmoPreprocessor.from_preset("mini_en")
+    front_door = ElmoEmbedding.from_preset("mini_en", dropout=0.0)(
+        preprocessor(["The bank raised its rates.", "We sat on the river bank."])
+    )
+    tokens = ElmoPreprocessor(input_type="tokens")(np.array([["The", "bank"], ["Hi", ""]]))
     np.savez(
         workdir / "embed_jax.npz",
         *vectors,
         text=from_text[0],
+        front_door=np.asarray(front_door),
+        token_ids=np.asarray(tokens),
     )
 
     inputs = dict(np.load(workdir / "inputs.npz"))

@@ -197,35 +197,50 @@ def refuse_text(inputs, width):
         )
 
 
-def strings_to_char_ids(inputs, input_type, tokenization_mode, width):
-    """`ElmoEmbedding`'s string inputs (`input_type` `"tokens"` or `"sentences"`) ->
-    character ids `[B, T, width]`, with TensorFlow's string ops."""
+def strings_to_char_ids(inputs, input_type, tokenization_mode, width, owner="ElmoEmbedding"):
+    """String inputs (`input_type` `"tokens"`, `[batch, tokens]` padded with `""`, or
+    `"sentences"`, `[batch]`) -> character ids `[B, T, width]`, with TensorFlow's string ops
+    (in a graph and in `tf.data` too). `owner` names the layer in errors."""
     import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
 
     from elmo_keras.text import tf_char_ids  # noqa: PLC0415
     from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
 
     tokens = tf.convert_to_tensor(inputs)
-    if tokens.dtype != tf.string:
+    rank = 2 if input_type == "tokens" else 1
+    if tokens.dtype != tf.string or tokens.shape.rank != rank:
+        expected = "[batch, tokens] padded with ''" if rank == 2 else "[batch] of sentences"
         raise ValueError(
-            f"`ElmoEmbedding(input_type={input_type!r})` expects a string tensor. "
-            f"Received: dtype={tokens.dtype.name}"
+            f"`{owner}(input_type={input_type!r})` expects a string tensor {expected}. "
+            f"Received: dtype={tokens.dtype.name}, shape={tuple(tokens.shape)}"
         )
-    if input_type == "tokens":
-        if tokens.shape.rank != 2:
-            raise ValueError(
-                "`ElmoEmbedding(input_type='tokens')` expects a string tensor [batch, "
-                f"tokens] padded with ''. Received: shape={tuple(tokens.shape)}"
-            )
+    if rank == 2:
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, ""), tf.int32), axis=1)
         return tf_char_ids.dense_tokens_to_char_ids(tokens, lengths, width)
-    if tokens.shape.rank != 1:
+    return tf_char_ids.tokens_to_char_ids(tokenize(tokens, mode=tokenization_mode), width)
+
+
+def strings_to_char_ids_numpy(inputs, input_type, tokenization_mode, width):
+    """The same ids with NumPy and Python alone (no TensorFlow): for the other backends.
+    `inputs`: a NumPy array or (nested) list of str or UTF-8 bytes."""
+    from elmo_keras.text import batch_to_char_ids, tokenize_python  # noqa: PLC0415
+
+    def text(value):
+        return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+    rows = np.asarray(inputs, dtype=object)
+    rank = 2 if input_type == "tokens" else 1
+    if rows.ndim != rank:
+        expected = "[batch, tokens] padded with ''" if rank == 2 else "[batch] of sentences"
         raise ValueError(
-            "`ElmoEmbedding(input_type='sentences')` expects a string tensor [batch] of "
-            f"untokenized sentences. Received: shape={tuple(tokens.shape)}"
+            f"`ElmoPreprocessor(input_type={input_type!r})` expects strings {expected}. "
+            f"Received: shape={rows.shape}"
         )
-    ragged = tokenize(tokens, mode=tokenization_mode)
-    return tf_char_ids.tokens_to_char_ids(ragged, width)
+    if rank == 2:
+        sentences = [[text(t) for t in row if text(t)] for row in rows]
+    else:
+        sentences = [tokenize_python(text(row), tokenization_mode) for row in rows]
+    return batch_to_char_ids(sentences, max_characters_per_token=width)
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")

@@ -6,10 +6,11 @@ import keras
 from elmo_keras.download import cached_path
 from elmo_keras.files import write_text
 from elmo_keras.models import preset_folder
+from elmo_keras.models.elmo_inputs import strings_to_char_ids, strings_to_char_ids_numpy
 from elmo_keras.options import options_to_bilm_kwargs, read_options
 from elmo_keras.presets import find_model_files, preset_sources
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN
-from elmo_keras.text.pretokenize import TOKENIZATION_MODES
+from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
 from elmo_keras.validation import check_choice, check_int
 
 PREPROCESSOR_INPUT_TYPES = ("sentences", "tokens")
@@ -22,12 +23,13 @@ class ElmoPreprocessor(keras.layers.Layer):
     keras-hub splits a model into a preprocessor (strings -> model inputs, run in the input
     pipeline) and a backbone that only computes. This is ELMo's preprocessor: it tokenizes
     sentences (`elmo_keras.text.tokenizer.tokenize`) and turns each token into
-    `max_characters_per_token` character ids (`elmo_keras.text.tf_char_ids`), with TensorFlow's
-    string ops, so that it runs in a `tf.data` pipeline (`dataset.map(preprocessor)`) and the
-    model after it needs no string op. ELMo's split differs from keras-hub's in one way: there
-    is no separate padding mask, because the ids carry it (a token whose ids are all 0 is
-    padding; the mask is `char_ids[:, :, 0] > 0`), and `BiLM` and `ElmoEmbedding` read it from
-    there.
+    `max_characters_per_token` character ids (`elmo_keras.text.tf_char_ids`). On TensorFlow
+    it uses TensorFlow's string ops, so that it runs in a `tf.data` pipeline
+    (`dataset.map(preprocessor)`) and the model after it needs no string op; on another
+    backend (JAX) it gives the same ids from Python and NumPy, without importing TensorFlow.
+    ELMo's split differs from keras-hub's in one way: there is no separate padding mask,
+    because the ids carry it (a token whose ids are all 0 is padding; the mask is
+    `char_ids[:, :, 0] > 0`), and `BiLM` and `ElmoEmbedding` read it from there.
 
     `ElmoEmbedding(input_type="sentences")` does the same work inside the layer: this
     preprocessor followed by `ElmoEmbedding(input_type="char_ids")` gives the same vectors.
@@ -57,7 +59,7 @@ class ElmoPreprocessor(keras.layers.Layer):
     def __init__(
         self,
         input_type="sentences",
-        tokenization_mode="punctuation",
+        tokenization_mode=DEFAULT_TOKENIZATION_MODE,
         max_characters_per_token=MAX_CHARACTERS_PER_TOKEN,
         **kwargs,
     ):
@@ -74,25 +76,13 @@ class ElmoPreprocessor(keras.layers.Layer):
         self._allow_non_tensor_positional_args = True
 
     def call(self, inputs):
-        import tensorflow as tf  # noqa: PLC0415  (string ops: TensorFlow only)
-
-        from elmo_keras.text import tf_char_ids  # noqa: PLC0415
-        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
-
-        strings = tf.convert_to_tensor(inputs)
-        rank = 1 if self.input_type == "sentences" else 2
-        if strings.dtype != tf.string or strings.shape.rank != rank:
-            expected = "[batch] of sentences" if rank == 1 else "[batch, tokens] padded with ''"
-            raise ValueError(
-                f"`ElmoPreprocessor(input_type={self.input_type!r})` expects strings "
-                f"{expected}. Received: dtype={strings.dtype.name}, "
-                f"shape={tuple(strings.shape)}"
-            )
         width = self.max_characters_per_token
-        if rank == 1:
-            return tf_char_ids.tokens_to_char_ids(tokenize(strings, self.tokenization_mode), width)
-        lengths = tf.reduce_sum(tf.cast(tf.not_equal(strings, ""), tf.int32), axis=1)
-        return tf_char_ids.dense_tokens_to_char_ids(strings, lengths, width)
+        if keras.config.backend() == "tensorflow" or _is_tf_tensor(inputs):
+            return strings_to_char_ids(
+                inputs, self.input_type, self.tokenization_mode, width, "ElmoPreprocessor"
+            )
+        # Another backend has no string tensors: the same ids from Python and NumPy.
+        return strings_to_char_ids_numpy(inputs, self.input_type, self.tokenization_mode, width)
 
     def compute_output_spec(self, inputs):
         steps = None if self.input_type == "sentences" else inputs.shape[1]
@@ -150,3 +140,11 @@ class ElmoPreprocessor(keras.layers.Layer):
         config = keras.saving.serialize_keras_object(self)
         write_text(path, json.dumps(config, indent=2) + "\n")
         return path
+
+
+def _is_tf_tensor(inputs):
+    """A TensorFlow tensor, whatever the backend (TensorFlow is imported already then)."""
+    import sys  # noqa: PLC0415
+
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(inputs, tf.Tensor | tf.RaggedTensor)

@@ -140,3 +140,23 @@ def test_embedder_on_jax_equals_the_embedder_on_tensorflow(jax_run, keras_bilm):
     np.testing.assert_allclose(got["text"], text[0], atol=TOLERANCE, rtol=0)
     # Two batches (4 and 1 sentences; the empty one needs no call), each its own bucket.
     assert len(report["compiled_shapes"]) == 2
+
+
+def test_the_readme_example_on_jax_without_tensorflow_equals_tensorflows(jax_run):
+    """`ElmoPreprocessor` then `ElmoEmbedding` under JAX (where `import tensorflow` fails) gives
+    what `ElmoEmbedding(input_type="sentences")` gives on TensorFlow."""
+    from elmo_keras.models import ElmoEmbedding
+
+    workdir, report, _ = jax_run
+    assert report["tensorflow_imported"] is False
+    got = np.load(workdir / "embed_jax.npz")
+    elmo = ElmoEmbedding.from_preset("mini_en", input_type="sentences", dropout=0.0)
+    want = elmo(tf_strings(["The bank raised its rates.", "We sat on the river bank."]))
+    np.testing.assert_allclose(got["front_door"], np.asarray(want), atol=TOLERANCE, rtol=0)
+    np.testing.assert_array_equal(got["token_ids"], batch_to_char_ids([["The", "bank"], ["Hi"]]))
+
+
+def tf_strings(texts):
+    import tensorflow as tf  # noqa: PLC0415  (this side runs on TensorFlow)
+
+    return tf.constant(texts)

@@ -64,7 +64,9 @@ def test_runs_in_a_tf_data_pipeline_and_in_a_functional_model():
 
 @pytest.mark.tensorflow_only
 def test_wrong_inputs_and_arguments_are_one_line():
-    with pytest.raises(ValueError, match=r"expects strings \[batch\] of sentences\. Received: "):
+    with pytest.raises(
+        ValueError, match=r"expects a string tensor \[batch\] of sentences\. Received: "
+    ):
         ElmoPreprocessor()([[1, 2]])
     with pytest.raises(ValueError, match=r"padded with ''\. Received: dtype=string, shape=\(2,\)"):
         ElmoPreprocessor(input_type="tokens")(["a b", "c"])
