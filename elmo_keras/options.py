@@ -23,7 +23,6 @@ import numbers
 import pathlib
 
 from elmo_keras.files import write_text
-from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
 ACTIVATIONS = ("relu", "tanh")
@@ -207,9 +206,6 @@ def options_to_bilm_kwargs(options, source="options"):
         ),
         "activation": activation,
     }
-    # Within their bounds the sizes can still multiply past the machine (4 TB of weights):
-    # one line before anything is allocated.
-    check_fits(FLOAT_BYTES * bilm_parameters(kwargs), "its weights", source)
     return kwargs
 
 

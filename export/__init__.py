@@ -27,16 +27,20 @@ _EXPORTS = {
     "atomic_directory": "writer",
 }
 
+# What traces the model in TensorFlow; `quantize_onnx`, `require_onnx` and `atomic_directory`
+# need only ONNX or files.
+_TRACING = {"export_savedmodel": "tensorflow", "ElmoServingModule": "tensorflow"}
+_TRACING.update(export_onnx="onnx", export_model="onnx")  # `[onnx]` brings TensorFlow too
+
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name):
     if name in _EXPORTS:
-        from elmo_keras.installs import require_module  # noqa: PLC0415
+        if name in _TRACING:
+            from elmo_keras.installs import require_module  # noqa: PLC0415
 
-        # Every export traces the model in TensorFlow; `[onnx]` brings it with the converter.
-        extra = "tensorflow" if _EXPORTS[name] == "savedmodel" else "onnx"
-        require_module("tensorflow", f"elmo_keras.export.{name}", extra)
+            require_module("tensorflow", f"elmo_keras.export.{name}", _TRACING[name])
         module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
         return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -83,7 +83,7 @@ def test_a_training_step_larger_than_the_machine_is_one_line(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1, err
-    assert "a training step would need about" in err[0] and "batch 65536 x 20" in err[0]
+    assert "a training step would need about" in err[0] and "batch 65536 x 20 per replica" in err[0]
 
 
 def test_the_check_compares_with_what_is_available_and_can_be_skipped(monkeypatch):

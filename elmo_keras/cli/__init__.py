@@ -149,7 +149,9 @@ def missing_extra_message(error):
     extra = EXTRAS.get((error.name or "").partition(".")[0])
     if extra is None:
         return None
-    return f'{error.name} is not installed: pip install "elmo-keras[{extra}]"'
+    from elmo_keras.installs import install_hint
+
+    return f"{error.name} is not installed: {install_hint(extra)}"
 
 
 @contextlib.contextmanager

@@ -179,5 +179,7 @@ def select_keras_backend(choice):
                 f"--backend {choice}: Keras was already loaded on {loaded.config.backend()!r}"
             )
         os.environ["KERAS_BACKEND"] = choice
-    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+    from elmo_keras.installs import configured_backend
+
+    if configured_backend() == "tensorflow":  # the environment's, else keras.json's
         import_tensorflow()

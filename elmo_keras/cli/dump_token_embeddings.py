@@ -3,6 +3,7 @@ the context-free vector of each token (the char CNN's output) in hdf5."""
 
 import contextlib
 
+from elmo_keras.cli._common import check_input_file, select_keras_backend
 from elmo_keras.cli.embed import check_output_location, resolve_model_files
 
 
@@ -35,19 +36,15 @@ def run(args):
     from elmo_keras.files import write_datasets
     from elmo_keras.text.vocabulary import Vocabulary
 
-    args.backend = "keras"
+    check_input_file("--vocab", args.vocab)  # missing or a folder: a usage mistake, exit 2
     try:
         vocab = Vocabulary.load(args.vocab)  # a bad file: one line before any model work
-    except FileNotFoundError:
-        raise ValueError(f"--vocab: file not found: {args.vocab}") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise ValueError(f"--vocab {args.vocab}: {error}") from None
     with contextlib.ExitStack() as held:  # the output's lock, for the rest of the run
         output = check_output_location(args, held)
         options, weights = resolve_model_files(args)
-        from elmo_keras.cli import import_tensorflow
-
-        import_tensorflow()
+        select_keras_backend("keras")  # TensorFlow only when Keras will run on it
         from elmo_keras.models import BiLM
         from elmo_keras.models.elmo_inputs import cached_word_vectors
 

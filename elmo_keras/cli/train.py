@@ -7,7 +7,6 @@ files for `init_from`) and `--backend` (which trainer runs).
 """
 
 import argparse
-import os
 import sys
 
 from elmo_keras.cli import CommandError
@@ -119,7 +118,9 @@ def gpu_flags_on_cpu(args):
 
 def _has_gpu():
     """Whether the backend chosen (`select_keras_backend`, already imported) sees a GPU."""
-    if os.environ.get("KERAS_BACKEND", "tensorflow") == "jax":
+    from elmo_keras.installs import configured_backend
+
+    if configured_backend() == "jax":
         import jax
 
         return any(device.platform != "cpu" for device in jax.devices())

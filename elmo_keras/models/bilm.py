@@ -4,6 +4,7 @@ from keras import ops
 from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, tensorflow_path
+from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
 from elmo_keras.models import bilm_weights, preset_folder
 from elmo_keras.options import (
     DEFAULT_FILTERS,
@@ -308,9 +309,12 @@ class BiLM(keras.Model):
         return config
 
     @classmethod
-    def from_options(cls, options, **kwargs):
-        """Builds the architecture described by a bilm-tf `options.json` dict (no weights)."""
-        return cls(**options_to_bilm_kwargs(options), **kwargs)
+    def from_options(cls, options, source="options", **kwargs):
+        """The architecture of a bilm-tf options dict (no weights); `source` names it in errors.
+        Weights too large for the machine: one `NotEnoughMemory` line, before any allocation."""
+        bilm_kwargs = options_to_bilm_kwargs(options, source)
+        check_fits(FLOAT_BYTES * bilm_parameters(bilm_kwargs), "its weights", source)
+        return cls(**bilm_kwargs, **kwargs)
 
     def to_options(self):
         """This model's architecture as a bilm-tf options dict (inference convention)."""
@@ -349,7 +353,8 @@ class BiLM(keras.Model):
         >>> bilm = BiLM.from_bilm_tf("options.json", "weights.hdf5")  # doctest: +SKIP
         """
         options_path, weights_path = cached_path(options_path), cached_path(weights_path)
-        bilm = cls.from_options(read_options(options_path), **kwargs)
+        source = f"options file {options_path}"
+        bilm = cls.from_options(read_options(options_path), source=source, **kwargs)
         bilm.build()
         return load_weights(bilm, weights_path, check_finite=check_finite)
 

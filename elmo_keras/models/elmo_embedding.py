@@ -215,10 +215,9 @@ class ElmoEmbedding(keras.layers.Layer):
         return ops.cast(cached_word_vectors(self.bilm.char_cnn, self.vocab_to_cache), dtype)
 
     def build_from_config(self, config):
-        # Deserializing: the cache is among the saved weights, no need to compute it.
-        self._restoring = True
-        super().build_from_config(config)
-        self._restoring = False
+        # Deserializing: the cache is among the saved weights.
+        with preset_folder.restoring_cache(self):
+            super().build_from_config(config)
 
     def word_ids(self, sentences):
         """Tokenized sentences -> the `"word_ids"` input `[batch, tokens]` (int32 NumPy,
@@ -347,9 +346,8 @@ class ElmoEmbedding(keras.layers.Layer):
         """
         vocab_to_cache, vectors = read_token_embeddings(vocab_file, embedding_file)
         layer = cls(bilm, vocab_to_cache=vocab_to_cache, **kwargs)
-        layer._restoring = True  # the vectors come from the file: no char CNN run
-        layer.build()
-        layer._restoring = False
+        with preset_folder.restoring_cache(layer):  # the vectors come from the file
+            layer.build()
         layer.word_vectors.assign(vectors)
         return layer
 

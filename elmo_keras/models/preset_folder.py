@@ -20,6 +20,7 @@ folder that looks complete. A folder without `config.json` (a published model, a
 `elmo-keras train` output) is read as before, from `options.json` and its hdf5 file.
 """
 
+import contextlib
 import datetime
 import json
 import os
@@ -173,6 +174,17 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     return load_weights(bilm, find_model_files(preset)[1], check_finite=check_finite)
 
 
+@contextlib.contextmanager
+def restoring_cache(layer):
+    """While an `ElmoEmbedding` is built for weights loaded next (a `.keras` file, a preset
+    folder, a token-embedding file): its `vocab_to_cache` vectors are made, not computed."""
+    layer._restoring = True
+    try:
+        yield
+    finally:
+        layer._restoring = False
+
+
 def load_embedding(cls, bilm_cls, preset, cache_dir=None, progress=True, **kwargs):
     """`ElmoEmbedding.from_preset`: a saved `ElmoEmbedding` with its mixes' weights, `kwargs`
     overriding its config; any other preset's biLM wrapped in a new layer made with `kwargs`."""
@@ -181,7 +193,8 @@ def load_embedding(cls, bilm_cls, preset, cache_dir=None, progress=True, **kwarg
     if config is None or config["registered_name"] != "elmo_keras>ElmoEmbedding":
         return cls(bilm, **kwargs)
     layer = cls.from_config({**config["config"], **kwargs, "bilm": bilm})
-    layer.build(None)
+    with restoring_cache(layer):  # a saved word cache is among the arrays read below
+        layer.build(None)
     variables = own_weights(layer, bilm)
     shapes = {name: tuple(variable.shape) for name, variable in variables.items()}
     arrays = read_weight_arrays(pathlib.Path(preset) / LAYER_WEIGHTS_FILE, shapes)

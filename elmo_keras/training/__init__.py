@@ -38,6 +38,9 @@ _LAZY = {
     "unigram_perplexity": "elmo_keras.training.baselines",
 }
 
+# These need no Keras: the settings, strategies by name, the vocabulary and its baseline.
+_PLAIN_PYTHON = {"TrainingRun", "make_strategy", "build_vocabulary", "unigram_perplexity"}
+
 __all__ = ["CONFIGS", "get_config", "wikitext2", *_LAZY]
 
 
@@ -45,8 +48,9 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
 
-        from elmo_keras.installs import require_keras_backend
+        if name not in _PLAIN_PYTHON:
+            from elmo_keras.installs import require_keras_backend
 
-        require_keras_backend()
+            require_keras_backend()
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,10 +8,8 @@ import sys
 
 import keras
 
-from elmo_keras.memory import check_fits, training_bytes
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.models.language_model import LanguageModel
-from elmo_keras.options import options_to_bilm_kwargs
 from elmo_keras.training.configs import architecture_options
 
 
@@ -62,19 +60,8 @@ def make_language_model(config, vocabulary_size, seed=0, mixed_precision=None):
     if mixed_precision:
         kwargs["dtype"] = "mixed_bfloat16"
     samples = int(config.get("n_negative_samples_batch") or 0)
-    options = architecture_options(config)
-    needed = training_bytes(
-        options_to_bilm_kwargs(options, "the training configuration"),
-        vocabulary_size,
-        int(config["batch_size"]),
-        int(config["unroll_steps"]),
-        config.get("optimizer", "adagrad"),
-        samples,
-    )
-    where = f"the training configuration (batch {config['batch_size']} x {config['unroll_steps']}"
-    check_fits(needed, "a training step", f"{where}, {vocabulary_size:,} words)")
     seed_everything(int(seed))
-    bilm = BiLM.from_options(options, **kwargs)
+    bilm = BiLM.from_options(architecture_options(config), "the training configuration", **kwargs)
     model = LanguageModel(bilm, vocabulary_size, samples)
     model.build()
     return model

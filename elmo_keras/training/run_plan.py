@@ -224,7 +224,7 @@ def _resumed_run(run):
         run = dataclasses.replace(run, train_files=[f["path"] for f in saved["train_fingerprint"]])
     differences += _text_changes(run, saved, recorded)
     if differences and (not run.override or any(d.fixed for d in differences)):
-        where = str(output_dir / CONFIG_FILE).replace("{", "{{").replace("}", "}}")
+        where = escaped(output_dir / CONFIG_FILE)
         how = "pass {override} to apply them"
         if any(d.fixed for d in differences):
             how = "the checkpoint fixes those marked [fixed]; " + how.replace("them", "the others")

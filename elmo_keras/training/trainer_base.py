@@ -15,9 +15,11 @@ import dataclasses
 import pathlib
 import sys
 
+from elmo_keras.memory import check_fits, training_bytes
+from elmo_keras.options import options_to_bilm_kwargs
 from elmo_keras.training.callbacks import TrainingCallbacks
 from elmo_keras.training.checkpoints import skipped_message
-from elmo_keras.training.configs import normalize_config
+from elmo_keras.training.configs import architecture_options, normalize_config
 from elmo_keras.training.data import TOKENIZATION_RENAMED, expand_files, no_other_arguments
 from elmo_keras.training.metrics import MetricsLogger
 from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
@@ -105,6 +107,7 @@ class TrainerBase(abc.ABC):
         self.replicas = replicas
         self.per_replica_batch = self.batch_size // replicas
         self.unroll_steps = int(self.config["unroll_steps"])
+        check_step_fits(self.config, len(vocabulary), self.per_replica_batch)
         self.max_chars = int(self.config["char_cnn"]["max_characters_per_token"])
         self.clip_norm = float(self.config.get("all_clip_norm_val") or 0.0)
 
@@ -310,3 +313,18 @@ class TrainerBase(abc.ABC):
         from elmo_keras.training.model_files import export_model
 
         export_model(self.model, self.vocabulary, output_dir)
+
+
+def check_step_fits(config, vocabulary_size, rows):
+    """One line, before the model exists, when a training step of `rows` rows per replica
+    (weights, gradients, optimizer slots, activations) cannot fit the machine's memory."""
+    needed = training_bytes(
+        options_to_bilm_kwargs(architecture_options(config), "the training configuration"),
+        vocabulary_size,
+        rows,
+        int(config["unroll_steps"]),
+        config.get("optimizer", "adagrad"),
+        int(config.get("n_negative_samples_batch") or 0),
+    )
+    where = f"the training configuration (batch {rows} x {config['unroll_steps']} per replica"
+    check_fits(needed, "a training step", f"{where}, {vocabulary_size:,} words)")

@@ -74,3 +74,9 @@ def test_a_bad_vocabulary_is_one_line_exit_1(tmp_path, allennlp_fixture, capsys)
     err = capsys.readouterr().err.strip()
     assert "--vocab" in err and "line 2" in err and "\n" not in err
     assert not (tmp_path / "o.h5").exists()
+    # A missing vocabulary, or a folder, is a usage mistake (exit 2), as for every command.
+    for missing in (tmp_path / "none.txt", tmp_path):
+        argv[2] = str(missing)
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "--vocab" in err, err

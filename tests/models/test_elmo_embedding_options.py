@@ -110,6 +110,23 @@ def test_vocab_to_cache_keeps_boundaries_and_survives_a_keras_file(bilm, tmp_pat
     assert loaded.layers[-1].get_config() == cached.get_config()
 
 
+def test_a_saved_cache_is_loaded_not_computed_again(bilm, tmp_path, monkeypatch):
+    from elmo_keras.models import elmo_embedding
+
+    cached = ElmoEmbedding(bilm, vocab_to_cache=VOCAB, dropout=0.0)
+    ids = cached.word_ids(SENTENCES)
+    want = np.asarray(cached(ids))
+    cached.save_to_preset(tmp_path / "preset")
+    calls = []
+    original = elmo_embedding.cached_word_vectors
+    monkeypatch.setattr(
+        elmo_embedding, "cached_word_vectors", lambda *a: calls.append(1) or original(*a)
+    )
+    loaded = ElmoEmbedding.from_preset(tmp_path / "preset")
+    np.testing.assert_array_equal(np.asarray(loaded(ids)), want)
+    assert calls == []  # the char CNN did not run over the vocabulary again
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
