@@ -78,10 +78,10 @@ def _bilm(config):
 
 def _valid_sentences():
     valid = common.WIKITEXT_VALID
-    if not valid.is_file():  # a checkout whose ../shared is elsewhere
-        valid = pathlib.Path("/work/shared/data/wikitext-2/valid.raw.txt")
-    if not valid.is_file():
-        sys.exit(f"WikiText-2 valid not found at {common.WIKITEXT_VALID}")
+    if not valid.is_file():  # elmo_keras.data: $ELMO_KERAS_DATA, the cache, a pinned download
+        from elmo_keras.data import wikitext2
+
+        valid = wikitext2()["valid"]
     return common._wikitext_sentences((valid,)), valid
 
 

@@ -24,9 +24,7 @@ _MODES = {
     "rb": os.O_RDONLY,
     "r": os.O_RDONLY,
     "wb": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-    "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
     "ab": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-    "xb": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
     "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
 }
 _HINT = "remove it, and check who can write to the cache ($ELMO_KERAS_CACHE)"
@@ -89,8 +87,9 @@ class CacheFolder:
                 child = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
                 os.close(fd)
                 fd = child
-                _check(os.fstat(fd), path, "folder")
-                if os.fstat(fd).st_mode & 0o077:
+                status = os.fstat(fd)
+                _check(status, path, "folder")
+                if status.st_mode & 0o077:
                     os.chmod(fd, 0o700)  # ours: no one else may add a file to it
         except BaseException:
             os.close(fd)
@@ -159,9 +158,7 @@ class CacheFolder:
         try:
             with self.open(name, "r") as handle:
                 return json.load(handle)
-        except FileNotFoundError:
-            return None
-        except ValueError:
+        except (FileNotFoundError, ValueError):
             return None
 
     def write_json(self, name, value):

@@ -35,7 +35,6 @@ class Deadline:
     """
 
     def __init__(self, seconds):
-        self.seconds = seconds
         self.end = time.monotonic() + seconds
         self.expired = False
         self._sockets = []

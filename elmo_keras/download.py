@@ -132,11 +132,9 @@ def cached_path(
         with folder, folder.locked():
             if not _verified(folder, target.name, url_or_path, sha256):
                 _fetch(url_or_path, folder, target.name, plan, retries)
-    except PermissionError as error:
-        raise DownloadError(f"cannot use the cache for {url_or_path}: {error}") from None
-    except OSError as error:
-        if isinstance(error, DownloadError):
-            raise
+    except DownloadError:
+        raise
+    except OSError as error:  # the cache folder itself (permissions, links, a full disk)
         raise DownloadError(f"cannot use the cache for {url_or_path}: {error}") from None
     return target
 
