@@ -25,7 +25,8 @@ TEST_WORKERS ?= 2
 
 # The second command runs the layers, the models, the weight files and the exactness tests again
 # on Keras' JAX backend (what runs on a GPU); the TensorFlow-only tests skip there by marker.
-JAX_TESTS := tests/layers tests/models tests/test_weights.py tests/training/test_jax_steps.py
+JAX_TESTS := tests/layers tests/models tests/test_weights.py tests/training/test_jax_steps.py \
+	tests/training/test_evaluation.py
 
 test: lint
 	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile

@@ -176,6 +176,16 @@ def write_json(path, data, log=print):
     log(f"results written to {path}")
 
 
+def publish(table, results, json_path=None, markdown_path=None):
+    """Prints the markdown `table`; writes `results` to `json_path` and the table to
+    `markdown_path` when given (the `--json` / `--markdown` flags of the benchmarks)."""
+    print(table)
+    if json_path:
+        write_json(json_path, results)
+    if markdown_path:
+        pathlib.Path(markdown_path).write_text(table + "\n")
+
+
 # --------------------------------------------------------------------------------------------
 # Benchmark text: WikiText-2 test sentences, else a seeded Zipf draw over a fixed word list
 # --------------------------------------------------------------------------------------------

@@ -189,11 +189,7 @@ def main():
         "environment": env,
     }
     table = _table(results, env)
-    print(table)
-    if args.json:
-        common.write_json(args.json, results)
-    if args.markdown:
-        args.markdown.write_text(table + "\n")
+    common.publish(table, results, args.json, args.markdown)
     for row in rows:
         if row["max_abs_difference"] > TOLERANCE * max(1.0, row["max_abs_value"]):
             sys.exit(f"{row['config']}: the cache differs by {row['max_abs_difference']:.2e}")

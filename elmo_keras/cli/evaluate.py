@@ -34,6 +34,15 @@ def add_parser(subparsers):
         help="whitespace: the text is tokenized already (as WikiText is); punctuation: also "
         "split punctuation off words (default: whitespace)",
     )
+    parser.add_argument(
+        "--basis-vocab",
+        nargs="+",
+        metavar="VOCAB",
+        help="compare with models of other vocabularies: score over the model's words that "
+        "are also in every VOCAB file (vocab.txt, one word a line), all other words as one "
+        "event; evaluate model A with B's vocab.txt and B with A's for one basis (default: "
+        "none, the model's own vocabulary)",
+    )
     return parser
 
 
@@ -44,6 +53,9 @@ def run(args):
         if os.path.exists(args.data):
             raise CommandError(f"--data: {args.data} is not a regular file (a folder or a device)")
         raise CommandError(f"--data: file not found: {args.data}")
+    for path in args.basis_vocab or ():
+        if not os.path.isfile(path):
+            raise CommandError(f"--basis-vocab: file not found: {path}")
     for name in ("batch_size", "unroll_steps"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be a positive integer")
@@ -51,6 +63,11 @@ def run(args):
     from elmo_keras.training.model_files import load_language_model
 
     model, vocabulary = load_language_model(args.model)
+    basis = None
+    for path in args.basis_vocab or ():
+        with open(path, encoding="utf-8") as handle:
+            words = {line.strip() for line in handle if line.strip()}
+        basis = words if basis is None else basis & words
     metrics = evaluate_model(
         model,
         vocabulary,
@@ -59,7 +76,13 @@ def run(args):
         unroll_steps=args.unroll_steps,
         max_tokens=args.max_tokens,
         tokenization_mode=args.tokenization,
+        basis=basis,
     )
+    if basis is not None:
+        print(
+            f"basis: {metrics['basis_words']} words, {100 * metrics['basis_coverage']:.2f}% of "
+            "the targets; every other word is one event"
+        )
     print(f"forward perplexity:  {metrics['perplexity_forward']:.2f}")
     print(f"backward perplexity: {metrics['perplexity_backward']:.2f}")
     print(f"average perplexity:  {metrics['perplexity']:.2f}")

@@ -119,6 +119,22 @@ def full_softmax_nll(kernel, bias, hidden, targets):
     return ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)
 
 
+def basis_softmax_nll(kernel, bias, hidden, targets, in_basis):
+    """Like `full_softmax_nll`, over a word basis shared with another vocabulary.
+
+    The words where `in_basis` `[vocabulary_size]` (bool) is true stay events of their own; all
+    the others (`<UNK>` among them) become one event, "other", whose probability is the sum of
+    theirs. A target outside the basis is scored as "other". Two models whose bases hold the same
+    words then predict the same events, whatever their vocabularies: their perplexities compare.
+    """
+    logits = ops.matmul(hidden, ops.transpose(kernel)) + bias
+    log_z = ops.logsumexp(logits, axis=-1)
+    in_basis = ops.cast(in_basis, "bool")
+    own = ops.take_along_axis(logits, ops.expand_dims(targets, -1), axis=-1)[:, 0]
+    other = ops.logsumexp(ops.where(in_basis[None, :], -1e30, logits), axis=-1)
+    return log_z - ops.where(ops.take(in_basis, targets, axis=0), own, other)
+
+
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class LanguageModel(keras.Model):
     """A `BiLM` with the word softmax used to train it (bilm-tf's `LanguageModel`).
@@ -252,12 +268,15 @@ class LanguageModel(keras.Model):
             axis=0,
         )
 
-    def token_losses(self, hidden, targets, mask, candidates=None, softmax_rows=None):
+    def token_losses(
+        self, hidden, targets, mask, candidates=None, softmax_rows=None, in_basis=None
+    ):
         """Negative log-likelihood of every target, 0 at padding. hidden `[..., P]`.
 
         With `candidates` (from `sample_candidates`): the sampled softmax, reading the softmax's
         rows for `ops.concatenate([targets.flat, candidates])` from `softmax_rows` (a
-        `(kernel_rows, bias_rows)` pair) when given; otherwise the full softmax.
+        `(kernel_rows, bias_rows)` pair) when given; otherwise the full softmax, over the word
+        basis `in_basis` (bool `[vocabulary_size]`, see `basis_softmax_nll`) when given.
         """
         dim = self.projection_dim
         flat_hidden = ops.reshape(ops.cast(hidden, "float32"), [-1, dim])
@@ -281,7 +300,10 @@ class LanguageModel(keras.Model):
         else:
             kernel = ops.cast(self.softmax_kernel, "float32")
             bias = ops.cast(self.softmax_bias, "float32")
-            nll = full_softmax_nll(kernel, bias, flat_hidden, flat_targets)
+            if in_basis is None:
+                nll = full_softmax_nll(kernel, bias, flat_hidden, flat_targets)
+            else:
+                nll = basis_softmax_nll(kernel, bias, flat_hidden, flat_targets, in_basis)
         nll = ops.reshape(nll, ops.shape(targets))
         return nll * ops.cast(mask, nll.dtype)
 
@@ -298,6 +320,7 @@ class LanguageModel(keras.Model):
         candidates=None,
         training=False,
         softmax_rows=None,
+        in_basis=None,
     ):
         """The language-model loss of a batch of windows: summed NLL of both directions.
 
@@ -316,6 +339,9 @@ class LanguageModel(keras.Model):
             softmax_rows: `(kernel_rows, bias_rows)` or None. With `candidates`: the softmax's
                 rows for `softmax_row_ids(batch, candidates)`, already gathered (the JAX
                 trainer differentiates with respect to them); None: gathered here.
+            in_basis: bool `[vocabulary_size]` or None. The full softmax over a word basis
+                (`basis_softmax_nll`); the result then also holds `basis_tokens`, the targets
+                inside the basis (both directions).
 
         Returns:
             A dict: `forward_nll` and `backward_nll` (float32 sums over the real tokens),
@@ -332,15 +358,19 @@ class LanguageModel(keras.Model):
         hidden = ops.concatenate([forward, backward], axis=0)
         targets = ops.concatenate([batch["forward_targets"], batch["backward_targets"]], axis=0)
         both_mask = ops.concatenate([mask, mask], axis=0)
-        nll = self.token_losses(hidden, targets, both_mask, candidates, softmax_rows)
+        nll = self.token_losses(hidden, targets, both_mask, candidates, softmax_rows, in_basis)
         rows = ops.shape(forward)[0]
-        return {
+        out = {
             "forward_nll": ops.sum(nll[:rows]),
             "backward_nll": ops.sum(nll[rows:]),
             "tokens": ops.sum(ops.cast(mask, "float32")),
             "state_h": new_h,
             "state_c": new_c,
         }
+        if in_basis is not None:
+            inside = ops.take(ops.cast(in_basis, "float32"), ops.cast(targets, "int32"), axis=0)
+            out["basis_tokens"] = ops.sum(inside * ops.cast(both_mask, "float32"))
+        return out
 
     def call(self, inputs, training=False):
         """`inputs`: a window batch dict (see `window_nll`). Returns the summed forward and

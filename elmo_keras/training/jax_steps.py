@@ -30,20 +30,22 @@ def _scope(variables, arrays):
     return keras.StatelessScope(state_mapping=list(zip(variables, arrays, strict=True)))
 
 
-def make_eval_step(model):
+def make_eval_step(model, in_basis=None):
     """`eval_step(variable_values, batch, state_h, state_c)` -> forward and backward NLL sums,
-    tokens, and the final state (float32), with the full softmax and dropout off."""
+    tokens, the final state (float32) and the targets inside the word basis `in_basis` (see
+    `LanguageModel.window_nll`; 0 without one), with the full softmax and dropout off."""
     variables = model.variables
 
     def eval_step(arrays, batch, state_h, state_c):
         with _scope(variables, arrays):
-            out = model.window_nll(batch, state_h, state_c, training=False)
+            out = model.window_nll(batch, state_h, state_c, training=False, in_basis=in_basis)
         return (
             out["forward_nll"],
             out["backward_nll"],
             out["tokens"],
             out["state_h"].astype(jnp.float32),
             out["state_c"].astype(jnp.float32),
+            out.get("basis_tokens", jnp.float32(0.0)),
         )
 
     return jax.jit(eval_step)

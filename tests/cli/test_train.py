@@ -64,6 +64,15 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
     printed = capsys.readouterr().out
     for line in ("forward perplexity:", "backward perplexity:", "average perplexity:"):
         assert line in printed
+    # On its own vocabulary as the basis: the same perplexity, and the basis reported.
+    vocab = str(out / "vocab.txt")
+    assert main(["evaluate", "--model", str(out), "--data", data, "--basis-vocab", vocab]) == 0
+    on_basis = capsys.readouterr().out
+    assert on_basis.startswith("basis: ") and "% of the targets" in on_basis
+    average = [line for line in printed.splitlines() if line.startswith("average")]
+    assert average == [line for line in on_basis.splitlines() if line.startswith("average")]
+    assert main(["evaluate", "--model", str(out), "--data", data, "--basis-vocab", "nope"]) == 2
+    assert "--basis-vocab: file not found: nope" in capsys.readouterr().err
 
     # `snapshot`: any kept checkpoint, written as training writes its end.
     assert (

@@ -191,3 +191,32 @@ def test_window_nll_is_the_loss_of_both_directions():
     candidates = model.sample_candidates(0, 1)
     sampled = model.window_nll(batch, candidates=candidates)
     assert np.isfinite(float(sampled["forward_nll"]))
+
+
+def test_basis_softmax_matches_the_numpy_reference():
+    """The shared-basis loss against float64 NumPy (1e-5), on the running backend: a target in
+    the basis costs -log p(target); one outside it -log of the summed probability of every word
+    outside the basis."""
+    from elmo_keras.models.language_model import basis_softmax_nll
+
+    kernel, bias, hidden, targets = _problem(np.arange(10))
+    in_basis = np.random.default_rng(3).random(VOCAB) < 0.6
+    assert 0 < in_basis[targets].sum() < ROWS  # targets on both sides
+    logits = hidden @ kernel.T + bias
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    expected = np.where(
+        in_basis[targets],
+        -np.log(probs[np.arange(ROWS), targets]),
+        -np.log(probs[:, ~in_basis].sum(axis=1)),
+    )
+    args = [keras.ops.convert_to_tensor(x, "float32") for x in (kernel, bias, hidden)]
+    ours = basis_softmax_nll(*args, targets.astype("int32"), in_basis)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(ours), expected, atol=1e-5)
+    # Every word in the basis: the plain full softmax.
+    everything = basis_softmax_nll(*args, targets.astype("int32"), np.ones(VOCAB, bool))
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(everything),
+        -np.log(probs[np.arange(ROWS), targets]),
+        atol=1e-5,
+    )
