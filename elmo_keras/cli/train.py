@@ -7,6 +7,7 @@ files for `init_from`) and `--backend` (which trainer runs).
 """
 
 import argparse
+import pathlib
 import sys
 
 from elmo_keras.cli import CommandError
@@ -35,8 +36,9 @@ def add_parser(subparsers):
         "--backend",
         default="keras",
         choices=["keras", "tensorflow", "jax"],
-        help="keras: the KERAS_BACKEND environment variable's (else TensorFlow); tensorflow or "
-        "jax: that trainer (the same run folder and weight files) (default: keras)",
+        help="keras: the KERAS_BACKEND environment variable's (else TensorFlow; with --resume "
+        "the trainer that wrote the run's checkpoints); tensorflow or jax: that trainer (the "
+        "same run folder and weight files) (default: keras)",
     )
     return parser
 
@@ -64,6 +66,8 @@ def run(args):
             ("--init-weights", args.init_weights),
         ):
             check_input_file(flag, path)  # after the conflicts between flags
+        if args.resume:
+            args.backend = resume_backend(args.backend, args.output_dir)
         select_keras_backend(args.backend)
         gpu_flags = gpu_flags_on_cpu(args)
         if gpu_flags and not _has_gpu():  # it runs on the CPU: say what those flags do there
@@ -95,6 +99,26 @@ def run(args):
     return 130 if result["stopped"] == "signal" else 0
 
 
+def resume_backend(choice, output_dir):
+    """The trainer that resumes a run: the one whose checkpoints are in its folder (the JAX
+    trainer writes `ckpt-N.npz`, TensorFlow's `ckpt-N.index`) when `--backend` is left at
+    `keras`; another one given explicitly is one line naming both."""
+    from elmo_keras.training.checkpoints import checkpoint_trainer
+    from elmo_keras.training.run_folder import CHECKPOINTS
+
+    folder = pathlib.Path(output_dir) / CHECKPOINTS
+    written = checkpoint_trainer(folder)
+    if written is None or choice == written:
+        return choice
+    if choice == "keras":
+        return written
+    names = {"jax": "JAX", "tensorflow": "TensorFlow"}
+    raise CommandError(
+        f"--backend {choice}: the checkpoints in {folder} were written by the "
+        f"{names[written]} trainer; resume with --backend {written} (or leave --backend out)"
+    )
+
+
 def gpu_flags_on_cpu(args):
     """What each GPU flag given does on a machine without a GPU: one line each (it still runs)."""
     lines = []
@@ -104,8 +128,8 @@ def gpu_flags_on_cpu(args):
         )
     if args.mixed_precision == "bfloat16":
         lines.append(
-            "--mixed-precision bfloat16 computes in bfloat16 on the CPU (less exact, and usually "
-            "no faster than float32 there)"
+            "--mixed-precision bfloat16 computes in bfloat16 on the CPU (less exact; faster "
+            "than float32 only on CPUs with avx512_bf16 or AMX)"
         )
     if args.jit_compile:
         lines.append(

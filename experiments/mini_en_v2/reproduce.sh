@@ -8,13 +8,15 @@
 # 1. corpus: `python -m elmo_keras.corpus build` (six pinned sources, evaluation text kept out);
 # 2. stage 1: this folder's config.json from scratch with the JAX trainer, batch 256 x 20,
 #    40,000 words, STEPS1 steps (the shipped model: 4,611 steps on one H100, TF32 on);
-# 3. stage 2: the continuation, TensorFlow trainer, batch 64 x 20, Adam 0.001, STEPS2 steps
-#    (the shipped model: on this repository's 2-core CPU machines, see the model card).
+# 3. stage 2: the continuation, TensorFlow trainer, batch 64 x 20, Adam 0.001 to step STEPS2A,
+#    then the same run resumed at 0.0003 to step STEPS2 (the shipped model: on this repository's
+#    2-core CPU machines, see the model card).
 # Then `python experiments/mini_en_v2/package.py OUT/stage2` writes the package files and card.
 set -euo pipefail
 OUT=${1:-runs/mini_en_v2}
 BIN=${BIN:-.venv/bin}
 STEPS1=${STEPS1:-4611}
+STEPS2A=${STEPS2A:-1810}
 STEPS2=${STEPS2:?the stage-2 step count of the model card}
 HERE=experiments/mini_en_v2
 GPU=()
@@ -28,11 +30,13 @@ else
     --min-count 3 --max-vocab-size 40000 --seed 0 "${GPU[@]}" --steps "$STEPS1" \
     --checkpoint-every 500 --log-every 250 --output "$OUT/stage1"
 fi
-if [ -n "$(resume "$OUT/stage2")" ]; then
-  "$BIN/elmo-keras" train --resume --output "$OUT/stage2" --steps "$STEPS2"
-else
+if [ -z "$(resume "$OUT/stage2")" ]; then
   "$BIN/elmo-keras" train --backend tensorflow --init-from "$OUT/stage1" \
     --train "$OUT/corpus/train.txt" --batch-size 64 --learning-rate 0.001 --seed 1 \
-    --steps "$STEPS2" --checkpoint-every 300 --keep-checkpoints 2 --log-every 50 \
+    --steps "$STEPS2A" --checkpoint-every 300 --keep-checkpoints 2 --log-every 50 \
     --output "$OUT/stage2"
 fi
+# Resumed: finish the 0.001 part (nothing to do once it is done), then the 0.0003 part.
+"$BIN/elmo-keras" train --resume --output "$OUT/stage2" --steps "$STEPS2A"
+"$BIN/elmo-keras" train --resume --override --learning-rate 0.0003 --output "$OUT/stage2" \
+  --steps "$STEPS2"

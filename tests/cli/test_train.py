@@ -285,3 +285,27 @@ def test_init_from_a_preset_through_the_loopback_mirror(
     assert saved["init_from"]["weights_sha256"] == expected
     assert saved["freeze_bilm_steps"] == 1
     assert json.loads((out / "options.json").read_text())["lstm"]["dim"] == 64
+
+
+def test_resume_picks_the_trainer_that_wrote_the_checkpoints(tmp_path, capsys):
+    """`--resume` with `--backend` left at `keras` takes the run's own trainer (a JAX run writes
+    `ckpt-N.npz`, a TensorFlow run `ckpt-N.index`); another trainer named explicitly is one line
+    naming both, before anything is restored."""
+    from elmo_keras.cli.train import resume_backend
+
+    jax_run, tf_run, empty = tmp_path / "jax", tmp_path / "tf", tmp_path / "empty"
+    for run, name in ((jax_run, "ckpt-4.npz"), (tf_run, "ckpt-4.index")):
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / name).write_bytes(b"")
+    assert resume_backend("keras", jax_run) == "jax"
+    assert resume_backend("keras", tf_run) == "tensorflow"
+    assert resume_backend("keras", empty) == "keras"  # nothing to resume: the usual error later
+    assert resume_backend("jax", jax_run) == "jax"
+    argv = ["train", "--output", str(jax_run), "--resume", "--steps", "5"]
+    assert main(argv + ["--backend", "tensorflow"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        f"--backend tensorflow: the checkpoints in {jax_run / 'checkpoints'} were written by the "
+        "JAX trainer; resume with --backend jax (or leave --backend out)"
+    )
+    assert len(err.splitlines()) == 1
