@@ -66,12 +66,13 @@ PRESETS = {
         "package": "assets/mini_en",
         "options": OPTIONS_FILE,
         "weights": "lm_weights.hdf5",
-        "lstm_units": 512,
+        "lstm_units": 1024,
         "projection_dim": 128,
         "n_layers": 2,
         "n_highway": 1,
-        "parameters": "2.7M",
-        "trained_on": "WikiText-2 train, 2.1M words (this package's own; see its MODEL_CARD.md)",
+        "parameters": "5.4M",
+        "trained_on": "English prose, 9.5M words: WikiText-2, news, State of the Union "
+        "addresses, film reviews, Wikipedia leads (this package's own v2; see its MODEL_CARD.md)",
     },
     "tiny": {
         "package": "assets/tiny_allennlp",

@@ -34,7 +34,7 @@ def test_the_files_match_the_model_card():
 
 def test_the_card_states_its_perplexities_and_rebuild_command():
     card = (_folder() / "MODEL_CARD.md").read_text(encoding="utf-8")
-    assert "experiments/mini_en/train.sh" in card
+    assert "experiments/mini_en_v2/reproduce.sh" in card
     test_row = re.search(r"\| WikiText-2 test \(all [\d,]+ tokens\) \|([^\n]+)", card).group(1)
     forward, backward, average, unigram = (
         float(cell.strip(" *")) for cell in test_row.split("|")[:4]
@@ -69,3 +69,31 @@ def test_is_a_local_preset(name):
     options, weights = presets.preset_sources(name)
     assert options.is_file() and weights.is_file()
     assert "mini_en" in presets.PRESETS
+
+
+def test_the_packaging_script_writes_the_files_and_their_table(tmp_path):
+    """experiments/mini_en_v2/package.py: the four files copied whole, the card's body kept and
+    its "## Files" table rewritten with their sizes and sha256 (checked here with hashlib)."""
+    import importlib.util
+    import pathlib
+
+    script = pathlib.Path(__file__).parents[1] / "experiments" / "mini_en_v2" / "package.py"
+    spec = importlib.util.spec_from_file_location("package_v2", script)
+    package = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(package)
+    card = tmp_path / "card.md"
+    card.write_text("# a card\n\nThe body stays.\n\n## Files\n\nstale rows\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert package.main([str(_folder()), "--card", str(card), "--output", str(out)]) == 0
+    written = (out / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert written.startswith("# a card\n\nThe body stays.\n\n## Files\n")
+    assert "stale" not in written
+    rows = re.findall(r"\| `([^`]+)` \| ([\d,]+) \| `([0-9a-f]{64})` \|", written)
+    assert [name for name, _, _ in rows] == list(FILES)
+    for name, size, digest in rows:
+        data = (out / name).read_bytes()
+        assert data == (_folder() / name).read_bytes()
+        assert (int(size.replace(",", "")), digest) == (len(data), hashlib.sha256(data).hexdigest())
+    assert not list(out.glob(".*.partial"))
+    with pytest.raises(SystemExit, match="has no"):
+        package.main([str(tmp_path), "--output", str(out)])

@@ -1,10 +1,10 @@
 """`elmo-keras demo`: the quick start's main job.
 
 By default it embeds hand-written sentences with the English biLM that ships with the package
-(`mini_en`, trained on WikiText-2; no network, seconds) and shows, layer by layer, how well the
-vectors of a polysemous word separate its senses. `--model` picks another preset or model folder;
-`--train` first pretrains a small biLM on WikiText-2 for a few minutes (`--minutes`), evaluates it
-and shows the same table for it.
+(`mini_en`, trained on 9.5M words of English prose; no network, seconds) and shows, layer by
+layer, how well the vectors of a polysemous word separate its senses. `--model` picks another
+preset or model folder; `--train` first pretrains a small biLM on WikiText-2 for a few minutes
+(`--minutes`), evaluates it and shows the same table for it.
 """
 
 import numpy as np

@@ -14,6 +14,19 @@ STEPS=${STEPS:-600}
 BIN=${BIN:-.venv/bin}
 MINI=elmo_keras/assets/mini_en
 "$BIN/python" experiments/domain/mr_text.py "$OUT"
+# Both runs train with the `cpu` configuration's settings (batch 32 x 20, 2,048 sampled
+# candidates, Adam 0.002) on the packaged biLM's architecture.
+"$BIN/python" - "$MINI/options.json" "$OUT/config.json" <<'PY'
+import json
+import sys
+
+from elmo_keras.training.configs import get_config
+
+config = get_config("cpu")
+options = json.load(open(sys.argv[1], encoding="utf-8"))
+config.update(lstm=options["lstm"], char_cnn=options["char_cnn"])
+json.dump(config, open(sys.argv[2], "w", encoding="utf-8"), indent=1)
+PY
 evaluate() { "$BIN/elmo-keras" evaluate --model "$1" --data "$OUT/mr_heldout.txt" --batch-size 16; }
 echo "== mini_en before fine-tuning"; evaluate "$MINI" | tee "$OUT/heldout_mini_en.txt"
 for run in finetuned scratch; do
@@ -23,7 +36,7 @@ for run in finetuned scratch; do
   else
     FROM=(--vocab "$MINI/vocab.txt")
   fi
-  "$BIN/elmo-keras" train "${FROM[@]}" --config cpu --train "$OUT/mr_train.txt" \
+  "$BIN/elmo-keras" train "${FROM[@]}" --config "$OUT/config.json" --train "$OUT/mr_train.txt" \
     --steps "$STEPS" --seed 0 --checkpoint-every 200 --log-every 100 --output "$OUT/$run"
 done
 for run in finetuned scratch; do

@@ -1,6 +1,11 @@
-"""Packages a finished `mini_en` run (experiments/mini_en/train.sh) as the `mini_en` preset.
+"""Packages a finished `mini_en` v1 run (experiments/mini_en/train.sh) as a preset folder.
 
-    python experiments/mini_en/package.py runs/mini_en --log runs/mini_en/train_log.txt
+    python experiments/mini_en/package.py runs/mini_en --log runs/mini_en/train_log.txt \
+        --output runs/mini_en_v1
+
+v1 was the packaged `mini_en` until issue 31 replaced it with v2 (experiments/mini_en_v2/); its
+files stay in the repository's history (docs/embedding.md says how to load them), and this
+script still rebuilds its folder and card, which `from_preset(folder)` loads.
 
 Copies options.json, lm_weights.hdf5, vocab.txt and softmax.hdf5 into
 elmo_keras/assets/mini_en/ and writes MODEL_CARD.md there: the corpus files with their sizes and
@@ -23,7 +28,6 @@ import sys
 from elmo_keras.download import file_sha256
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-ASSETS = ROOT / "elmo_keras" / "assets" / "mini_en"
 FILES = ("options.json", "lm_weights.hdf5", "vocab.txt", "softmax.hdf5")
 REFERENCE_43_MIN = 150.9  # docs/training.md: the 43-minute `cpu` run's WikiText-2 test perplexity
 
@@ -75,7 +79,9 @@ def main(argv=None):
     parser.add_argument("run", help="the run folder of experiments/mini_en/train.sh")
     parser.add_argument("--log", required=True, help="the training output, every invocation")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "wikitext-2"))
-    parser.add_argument("--output", default=str(ASSETS))
+    parser.add_argument(
+        "--output", required=True, help="the folder to write (v1 is no longer packaged)"
+    )
     args = parser.parse_args(argv)
     run, data, output = pathlib.Path(args.run), pathlib.Path(args.data), pathlib.Path(args.output)
     for name in FILES + ("test.txt", "training_config.json"):

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Trains the `mini_en` biLM (issue 15) and evaluates it; resumable.
+# Trains mini_en v1 (issue 15; packaged until issue 31 replaced it with v2, experiments/mini_en_v2/)
+# and evaluates it; resumable.
 #
 #   experiments/mini_en/train.sh [RUN_DIR] 2>&1 | tee -a RUN_DIR/train_log.txt   (default runs/mini_en)
 #
 # Run it again after an interruption: it resumes from the last checkpoint and the result is the
 # same model (the step, the data order and the sampler all come from the checkpoint). When the
 # run has reached STEPS it evaluates on WikiText-2 test and writes RUN_DIR/test.txt; then
-# `python experiments/mini_en/package.py RUN_DIR` writes the model card and the package files.
+# `python experiments/mini_en/package.py RUN_DIR --log ... --output DIR` writes its folder and card.
 set -euo pipefail
 RUN=${1:-runs/mini_en}
 WT2=${WT2:-../shared/data/wikitext-2}

@@ -1,13 +1,14 @@
 """Packages a finished mini_en v2 run as the `mini_en` preset (issue 31).
 
-    python experiments/mini_en_v2/package.py RUN [--card experiments/mini_en_v2/MODEL_CARD.md]
+    python experiments/mini_en_v2/package.py RUN [--card CARD]
 
 Copies options.json, lm_weights.hdf5, vocab.txt and softmax.hdf5 from RUN (the stage-2 folder
 of reproduce.sh, or a `snapshot` of it) into elmo_keras/assets/mini_en/, and writes the model
-card there: the hand-written card (`--card`; every number in it names the command that made
-it) with its "## Files" section filled from the copied files (bytes, sha256) and the parameter
-counts read from them. The files are copied to a temporary name and renamed once all are
-complete, so an interrupted run leaves the old package files in place.
+card there: the hand-written card (`--card`, by default the packaged MODEL_CARD.md itself;
+every number in it names the command that made it) with its "## Files" section filled from
+the copied files (bytes, sha256) and the parameter counts read from them. The files are copied
+to temporary names and renamed once all are complete, so an interrupted run leaves the old
+package files in place.
 """
 
 import argparse
@@ -64,11 +65,12 @@ def main(argv=None):
     parser.add_argument(
         "--card",
         type=pathlib.Path,
-        default=ROOT / "experiments" / "mini_en_v2" / "MODEL_CARD.md",
-        help="the hand-written card; its '## Files' section is replaced",
+        help="the hand-written card; its '## Files' section is replaced (default: the "
+        "output's MODEL_CARD.md)",
     )
     parser.add_argument("--output", type=pathlib.Path, default=ASSETS)
     args = parser.parse_args(argv)
+    args.card = args.card or args.output / "MODEL_CARD.md"
     missing = [name for name in FILES if not (args.run / name).is_file()]
     if missing:
         sys.exit(f"run: {args.run} has no {', '.join(missing)} (a finished run or a snapshot)")
