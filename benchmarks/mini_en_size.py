@@ -20,7 +20,6 @@ bias), measured on the written files; "package" is the two plus the package's ot
 """
 
 import argparse
-import json
 import os
 import pathlib
 import statistics
@@ -37,7 +36,7 @@ V2_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256]]
 PUBLISHED_FILTERS = V2_FILTERS + [[6, 512], [7, 1024]]
 # name: (LSTM cells, projection, char CNN filters, vocabulary)
 CANDIDATES = {
-    "v1": (512, 128, V1_FILTERS, None),  # None: the shipped v1's vocabulary size
+    "v1": (512, 128, V1_FILTERS, 33_279),  # v1's vocabulary (its model card, git e8c237a)
     "v2": (1024, 128, V2_FILTERS, 40000),
     "v2, 60k words": (1024, 128, V2_FILTERS, 60000),
     "2048 cells": (2048, 128, V2_FILTERS, 40000),
@@ -60,26 +59,9 @@ def _arguments():
     )
     parser.add_argument("--sentences", type=int, default=320, help="sentences timed (320)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (5)")
-    parser.add_argument(
-        "--v1-vocabulary",
-        type=int,
-        default=0,
-        help="v1's vocabulary size (default: read from the shipped v1, else 33,279)",
-    )
     parser.add_argument("--json", type=pathlib.Path, help="write the results here")
     parser.add_argument("--markdown", type=pathlib.Path, help="write the table here")
     return parser.parse_args()
-
-
-def _v1_vocabulary(args):
-    if args.v1_vocabulary:
-        return args.v1_vocabulary
-    options = ASSETS / "options.json"
-    vocab = ASSETS / "vocab.txt"
-    if options.is_file() and vocab.is_file():
-        if json.loads(options.read_text())["lstm"]["dim"] == 512:  # still v1
-            return sum(1 for _ in open(vocab, encoding="utf-8"))
-    return 33279
 
 
 def _other_package_bytes():
@@ -130,7 +112,7 @@ def main():
     other = _other_package_bytes()
     rows, runs = {}, {}
     for name in names:
-        vocabulary = CANDIDATES[name][3] or _v1_vocabulary(args)
+        vocabulary = CANDIDATES[name][3]
         layer, sizes, parameters = _build(name, vocabulary)
         run = tf.function(
             lambda ids, layer=layer: layer(ids, training=False),

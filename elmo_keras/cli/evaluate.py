@@ -3,6 +3,7 @@
 import os
 
 from elmo_keras.cli import CommandError
+from elmo_keras.cli._common import check_input_file
 
 
 def add_parser(subparsers):
@@ -54,19 +55,18 @@ def run(args):
             raise CommandError(f"--data: {args.data} is not a regular file (a folder or a device)")
         raise CommandError(f"--data: file not found: {args.data}")
     for path in args.basis_vocab or ():
-        if not os.path.isfile(path):
-            raise CommandError(f"--basis-vocab: file not found: {path}")
+        check_input_file("--basis-vocab", path)
     for name in ("batch_size", "unroll_steps"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be a positive integer")
+    from elmo_keras.text.vocabulary import Vocabulary
     from elmo_keras.training.evaluation import evaluate_model
     from elmo_keras.training.model_files import load_language_model
 
     model, vocabulary = load_language_model(args.model)
     basis = None
     for path in args.basis_vocab or ():
-        with open(path, encoding="utf-8") as handle:
-            words = {line.strip() for line in handle if line.strip()}
+        words = set(Vocabulary.load(path).tokens)
         basis = words if basis is None else basis & words
     metrics = evaluate_model(
         model,

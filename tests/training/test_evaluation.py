@@ -1,6 +1,8 @@
 """Held-out perplexity over a shared word basis (`evaluate_model(basis=...)`), on TensorFlow
 and on JAX (this file also runs in the `KERAS_BACKEND=jax` pass of `make test`)."""
 
+import pathlib
+
 import keras
 import numpy as np
 import pytest
@@ -25,7 +27,8 @@ def model(train_vocab):
 def _text_counts(path, words):
     """Targets per direction, and targets inside `words`, counted from the text itself: each
     line's tokens plus one sentence boundary per direction (`</S>` forward, `<S>` backward)."""
-    lines = [line.split() for line in open(path, encoding="utf-8") if line.split()]
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    lines = [line.split() for line in text.splitlines() if line.split()]
     tokens = sum(len(line) for line in lines)
     inside = sum(token in words for line in lines for token in line)
     return tokens + len(lines), 2 * inside + len(lines) * (("</S>" in words) + ("<S>" in words))
