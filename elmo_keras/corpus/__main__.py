@@ -7,7 +7,7 @@ stderr), 2 for a usage error.
 import argparse
 import sys
 
-from elmo_keras.corpus import build_corpus
+from elmo_keras.corpus import ORDERS, build_corpus
 
 
 def main(argv=None):
@@ -20,10 +20,21 @@ def main(argv=None):
     build.add_argument("--output", required=True, help="the folder to create")
     build.add_argument("--cache-dir", default=None, help="where archives are downloaded")
     build.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    build.add_argument(
+        "--order",
+        choices=tuple(ORDERS),
+        default="mixed",
+        help="train.txt's line order: mixed (default; every stretch mixes the sources) or "
+        "sources (one source after another, the build mini_en v2 was trained on)",
+    )
     args = parser.parse_args(argv)
     try:
         report = build_corpus(
-            args.output, cache_dir=args.cache_dir, overwrite=args.overwrite, log=print
+            args.output,
+            cache_dir=args.cache_dir,
+            overwrite=args.overwrite,
+            log=print,
+            order=args.order,
         )
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -5,7 +5,8 @@
 #
 #   experiments/mini_en_v2/reproduce.sh [OUT]          (default runs/mini_en_v2)
 #
-# 1. corpus: `python -m elmo_keras.corpus build` (six pinned sources, evaluation text kept out);
+# 1. corpus: `python -m elmo_keras.corpus build --order sources` (six pinned sources, evaluation
+#    text kept out; one source after another, the order the shipped model was trained on);
 # 2. stage 1: this folder's config.json from scratch with the JAX trainer, batch 256 x 20,
 #    40,000 words, STEPS1 steps (the shipped model: 4,611 steps on one H100, TF32 on);
 # 3. stage 2: the continuation, TensorFlow trainer, batch 64 x 20, Adam 0.001 to step STEPS2A,
@@ -21,7 +22,7 @@ STEPS2=${STEPS2:?the stage-2 step count of the model card}
 HERE=experiments/mini_en_v2
 GPU=()
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then GPU=(--tf32); fi
-[ -f "$OUT/corpus/sources.json" ] || "$BIN/python" -m elmo_keras.corpus build --output "$OUT/corpus"
+[ -f "$OUT/corpus/sources.json" ] || "$BIN/python" -m elmo_keras.corpus build --order sources --output "$OUT/corpus"
 resume() { if [ -d "$1/checkpoints" ]; then echo --resume; fi; }
 if [ -n "$(resume "$OUT/stage1")" ]; then
   "$BIN/elmo-keras" train --resume --output "$OUT/stage1" --steps "$STEPS1"

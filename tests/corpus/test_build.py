@@ -1,11 +1,12 @@
 """`build_corpus` on tiny local archives: dedupe, evaluation-text exclusion, the sha256 pin."""
 
+import hashlib
 import json
 import zipfile
 
 import pytest
 
-from elmo_keras.corpus import build_corpus, evaluation_index, overlap
+from elmo_keras.corpus import ORDERS, build_corpus, evaluation_index, overlap
 from elmo_keras.corpus.__main__ import main
 from elmo_keras.corpus.sources import Source
 from elmo_keras.corpus.text import match_key, repair_news
@@ -35,12 +36,12 @@ def _read_fake(path):
         return [repair_news(line) for line in archive.read("text.txt").decode("utf-8").split("\n")]
 
 
-def _fake_source(tmp_path, sha256=None):
-    path = tmp_path / "fake-1.0-py3-none-any.whl"
+def _fake_source(tmp_path, sha256=None, name="fake", paragraphs=PARAGRAPHS):
+    path = tmp_path / f"{name}-1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("text.txt", "\n".join(PARAGRAPHS))
+        archive.writestr("text.txt", "\n".join(paragraphs))
     pinned = sha256 or file_sha256(path)
-    return Source("fake", Archive("fake==1.0", str(path), pinned), "CC0", _read_fake)
+    return Source(name, Archive(f"{name}==1.0", str(path), pinned), "CC0", _read_fake)
 
 
 def test_build_keeps_one_copy_and_drops_evaluation_overlaps(tmp_path):
@@ -63,6 +64,33 @@ def test_build_keeps_one_copy_and_drops_evaluation_overlaps(tmp_path):
         "train_tokens": 17,
     }
     assert report["sources"]["fake"]["licence"] == "CC0"
+
+
+def _numbered(name, n=30):
+    return [f"Paragraph number {i} of the {name} source says something." for i in range(n)]
+
+
+def test_train_lines_are_mixed_across_sources_unless_the_source_order_is_asked(tmp_path):
+    sources = [
+        _fake_source(tmp_path, name="first", paragraphs=_numbered("first")),
+        _fake_source(tmp_path, name="second", paragraphs=_numbered("second")),
+    ]
+    by_source = build_corpus(tmp_path / "sources", sources, EVALUATION, order="sources")
+    mixed = build_corpus(tmp_path / "mixed", sources, EVALUATION)
+    assert mixed["order"] == {"mixed": ORDERS["mixed"]}
+    assert by_source["sources"] == mixed["sources"]
+    in_source_order = (tmp_path / "sources" / "train.txt").read_text("utf-8").splitlines()
+    shuffled = (tmp_path / "mixed" / "train.txt").read_text("utf-8").splitlines()
+    labels = [line.split()[5] for line in in_source_order]  # first's lines, then second's
+    assert labels == sorted(labels) and 25 < labels.count("first") <= 30
+    # The mixed order, computed here with hashlib: the lines sorted by their 8-byte BLAKE2b.
+    digest = {line: hashlib.blake2b(line.encode(), digest_size=8).hexdigest() for line in shuffled}
+    assert shuffled == sorted(in_source_order, key=lambda line: (digest[line], line))
+    first_half = [line.split()[5] for line in shuffled[: len(shuffled) // 2]]
+    assert 5 < first_half.count("first") < 25  # both sources in the first half of the file
+    with pytest.raises(ValueError, match=r"`order` must be one of \('mixed', 'sources'\)"):
+        build_corpus(tmp_path / "bad", sources, EVALUATION, order="random")
+    assert not (tmp_path / "bad").exists()
 
 
 def test_overlap_needs_a_whole_short_sentence_or_thirteen_words_of_a_long_one():
@@ -95,3 +123,20 @@ def test_the_command_reports_a_failure_in_one_line(monkeypatch, capsys, tmp_path
     with pytest.raises(SystemExit) as usage:
         main(["build"])
     assert usage.value.code == 2
+
+
+def test_the_command_passes_the_order_and_refuses_an_unknown_one(monkeypatch, capsys, tmp_path):
+    calls = []
+
+    def record(output, **kwargs):
+        calls.append(kwargs["order"])
+        return {"total": {"train_lines": 1, "train_tokens": 3, "valid_tokens": 0}}
+
+    monkeypatch.setattr("elmo_keras.corpus.__main__.build_corpus", record)
+    assert main(["build", "--output", str(tmp_path / "a")]) == 0
+    assert main(["build", "--output", str(tmp_path / "b"), "--order", "sources"]) == 0
+    assert calls == ["mixed", "sources"]
+    with pytest.raises(SystemExit) as usage:
+        main(["build", "--output", str(tmp_path / "c"), "--order", "random"])
+    assert usage.value.code == 2
+    assert "argument --order: invalid choice: 'random'" in capsys.readouterr().err
