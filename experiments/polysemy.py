@@ -90,9 +90,8 @@ def run(bilm, bilm_name, output_dir, wikitext_limit=40):
     report = {"bilm": bilm_name, "layers": names, "words": {}}
     projections = {}
     for word, senses in SENSES.items():
-        labelled = [(s.split(), sense) for sense, sents in senses.items() for s in sents]
-        tokens = [t for t, _ in labelled]
-        labels = [sense for _, sense in labelled]
+        sentences, labels = demo_senses.labelled_sentences(senses)
+        tokens = [sentence.split() for sentence in sentences]
         wiki = wikitext_contexts(word, limit=wikitext_limit) if WIKITEXT.exists() else []
         vectors = occurrence_vectors(bilm, tokens + wiki, word)
         hand, wiki_vectors = vectors[: len(tokens)], vectors[len(tokens) :]

@@ -9,7 +9,7 @@ preset or model folder; `--train` first pretrains a small biLM on WikiText-2 for
 
 import numpy as np
 
-from elmo_keras.cli.demo_senses import SENSES, sense_statistics
+from elmo_keras.cli.demo_senses import SENSES, labelled_sentences, sense_statistics
 
 DEFAULT_MODEL = "mini_en"
 
@@ -71,6 +71,16 @@ def word_vectors(bilm, sentences, word):
     )
 
 
+def word_sense_statistics(bilm, senses_by_word=SENSES):
+    """`{word: sense_statistics(...)}`: per layer, cosine within / across senses and 1-NN
+    accuracy of each word of `senses_by_word` (laid out as `SENSES`)."""
+    result = {}
+    for word, senses in senses_by_word.items():
+        sentences, labels = labelled_sentences(senses)
+        result[word] = sense_statistics(word_vectors(bilm, sentences, word), labels)
+    return result
+
+
 def show_senses(bilm, label):
     """Prints, per word and layer, cosine within / across senses and 1-NN sense accuracy."""
     n_layers = bilm.n_layers
@@ -84,10 +94,7 @@ def show_senses(bilm, label):
         + ".\n"
     )
     print(f"  {'word':10s}" + "".join(f"{name:>24s}" for name in names))
-    for word, senses in SENSES.items():
-        labels = [sense for sense, sentences in senses.items() for _ in sentences]
-        sentences = [sentence for group in senses.values() for sentence in group]
-        stats = sense_statistics(word_vectors(bilm, sentences, word), labels)
+    for word, stats in word_sense_statistics(bilm).items():
         cells = []
         for layer in stats:
             nn = "  n/a" if layer["nn_accuracy"] is None else f"{100 * layer['nn_accuracy']:4.0f}%"

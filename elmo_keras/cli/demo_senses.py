@@ -83,6 +83,14 @@ SENSES = {
 }
 
 
+def labelled_sentences(senses):
+    """`(sentences, labels)`: a word's sentences (`SENSES[word]`), sense after sense, and the
+    sense of each."""
+    sentences = [sentence for group in senses.values() for sentence in group]
+    labels = [sense for sense, group in senses.items() for _ in group]
+    return sentences, labels
+
+
 def normalize(x):
     """Rows of `x` scaled to unit length (zero rows stay zero)."""
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)

@@ -7,8 +7,8 @@ v1 was the packaged `mini_en` until issue 31 replaced it with v2 (experiments/mi
 files stay in the repository's history (docs/embedding.md says how to load them), and this
 script still rebuilds its folder and card, which `from_preset(folder)` loads.
 
-Copies options.json, lm_weights.hdf5, vocab.txt and softmax.hdf5 into
-elmo_keras/assets/mini_en/ and writes MODEL_CARD.md there: the corpus files with their sizes and
+Copies options.json, lm_weights.hdf5, vocab.txt and softmax.hdf5 into the folder `--output`
+and writes MODEL_CARD.md there: the corpus files with their sizes and
 sha256, the configuration, the steps, tokens and wall time read from the training log (the
 `elmo-keras train` output of every invocation, resumed ones included), the machine, and the
 perplexities: WikiText-2 validation (from the log), WikiText-2 test (`RUN/test.txt`, written by

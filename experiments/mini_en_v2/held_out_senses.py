@@ -16,8 +16,8 @@ import sys
 
 import numpy as np
 
-from elmo_keras.cli.demo import word_vectors
-from elmo_keras.cli.demo_senses import SENSES, sense_statistics
+from elmo_keras.cli.demo import word_sense_statistics
+from elmo_keras.cli.demo_senses import SENSES
 from elmo_keras.models import BiLM
 
 HELD_OUT = {
@@ -168,25 +168,15 @@ HELD_OUT = {
 }
 
 
-def scores(bilm, senses_by_word):
-    """`{word: (LSTM 1 accuracy, LSTM 2 accuracy)}`: leave-one-out 1-NN sense accuracy."""
-    result = {}
-    for word, senses in senses_by_word.items():
-        labels = [sense for sense, sentences in senses.items() for _ in sentences]
-        sentences = [sentence for group in senses.values() for sentence in group]
-        stats = sense_statistics(word_vectors(bilm, sentences, word), labels)
-        result[word] = (stats[1]["nn_accuracy"], stats[2]["nn_accuracy"])
-    return result
-
-
 def main(folders):
     for folder in folders:
         bilm = BiLM.from_bilm_tf(f"{folder}/options.json", f"{folder}/lm_weights.hdf5")
         print(f"{folder} (1-NN sense accuracy, LSTM 1 / LSTM 2; chance 50%)")
         for name, senses_by_word in (("demo", SENSES), ("held out", HELD_OUT)):
-            result = scores(bilm, senses_by_word)
+            stats = word_sense_statistics(bilm, senses_by_word)
+            result = {w: [layer["nn_accuracy"] for layer in s[1:3]] for w, s in stats.items()}
             cells = [f"{w} {100 * a:3.0f}/{100 * b:3.0f}" for w, (a, b) in result.items()]
-            mean = np.mean([list(pair) for pair in result.values()], axis=0)
+            mean = np.mean(list(result.values()), axis=0)
             print(f"  {name:8s}  " + "  ".join(cells))
             print(f"  {'':8s}  mean {100 * mean[0]:.1f} / {100 * mean[1]:.1f}")
 

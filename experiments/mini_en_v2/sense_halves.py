@@ -11,7 +11,7 @@ target word, the backward half the words after it. For each of the demo's words 
 import sys
 
 from elmo_keras.cli.demo import word_vectors
-from elmo_keras.cli.demo_senses import SENSES, sense_statistics
+from elmo_keras.cli.demo_senses import SENSES, labelled_sentences, sense_statistics
 from elmo_keras.models import BiLM
 
 
@@ -20,8 +20,7 @@ def main(folders):
         bilm = BiLM.from_bilm_tf(f"{folder}/options.json", f"{folder}/lm_weights.hdf5")
         print(f"{folder} (1-NN accuracy: LSTM 1 / LSTM 2)")
         for word, senses in SENSES.items():
-            labels = [sense for sense, sentences in senses.items() for _ in sentences]
-            sentences = [sentence for group in senses.values() for sentence in group]
+            sentences, labels = labelled_sentences(senses)
             vectors = word_vectors(bilm, sentences, word)  # [12, layers, 2 * projection]
             half = vectors.shape[-1] // 2
             cells = []
