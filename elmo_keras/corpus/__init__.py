@@ -8,8 +8,9 @@ at a sentence end after about 100 tokens, and writes into the folder `output`:
 
 - `train.txt`: one paragraph (or paragraph piece) per line, WikiText-tokenized. By default
   (`order="mixed"`) the lines are in the order of their BLAKE2b digest: a fixed shuffle, the
-  same on every build, so that every stretch of the file mixes all the sources (a trainer's
-  shuffle buffer, 10,000 lines here, would otherwise see one source at a time). With
+  same on every build, so that every stretch of the file mixes all the sources (a trainer
+  that shuffles through a buffer, as `--shuffle-buffer N` does, would otherwise see one source
+  at a time). With
   `order="sources"` they follow `SOURCES`, each source in its own order (the build mini_en v2
   was trained on);
 - `valid.txt`: the lines whose CRC-32 is divisible by 200 (0.5%, the same lines whatever the

@@ -1,15 +1,21 @@
 """Training text: files -> lines -> tokenized sentences, epoch after epoch; the vocabulary.
 
-Text is read line by line and shuffled through a bounded buffer, so a corpus larger than memory
-streams; the order is deterministic given the seed. The sentences are packed into windows by
+Text is read line by line. Shuffled, every epoch is a fresh permutation of all the corpus's
+lines, read through an index of their byte offsets (8 bytes a line in memory); a corpus whose
+index would not fit streams through a bounded buffer instead (`shuffle_buffer`). The order is
+deterministic given the seed. The sentences are packed into windows by
 `elmo_keras.training.windows` (whose names are importable from here as well).
 
 Everything here is Python except `tokenize_lines` (tensorflow-text).
 """
 
+import array
+import collections
 import glob
 import os
 import random
+
+import numpy as np
 
 from elmo_keras.backend import keras_backend
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES, tokenize_python
@@ -22,6 +28,8 @@ from elmo_keras.training.windows import (  # noqa: F401  (public here before the
 from elmo_keras.validation import check_choice, check_int, renamed_argument, renamed_attribute
 
 _LINES_PER_CHUNK = 2048
+# Files kept open at once while reading lines by their offsets (the least recently used closes).
+_OPEN_FILES = 64
 # `renamed_argument(kwargs, *TOKENIZATION_RENAMED, ...)`: the old and the new keyword.
 TOKENIZATION_RENAMED = ("tokenization", "tokenization_mode")
 
@@ -96,8 +104,13 @@ def iter_sentences(files, tokenization_mode="whitespace", **kwargs):
 
 
 def _iter_sentences(files, tokenization_mode):
+    return _tokenized(_read_lines(files), tokenization_mode)
+
+
+def _tokenized(lines, tokenization_mode):
+    """The non-empty token lists of `lines`, tokenized `_LINES_PER_CHUNK` lines at a time."""
     chunk = []
-    for line in _read_lines(files):
+    for line in lines:
         chunk.append(line)
         if len(chunk) == _LINES_PER_CHUNK:
             yield from (s for s in tokenize_lines(chunk, tokenization_mode) if s)
@@ -136,6 +149,49 @@ def count_tokens(pattern, tokenization_mode="whitespace", **kwargs):
     return n_tokens, n_sentences
 
 
+def _line_offsets(path):
+    """The byte offsets of the lines of `path` that hold more than white space (int64)."""
+    offsets = array.array("q")  # 8 bytes a line while it grows, too
+    position = 0
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                offsets.append(position)
+            position += len(line)
+    return np.frombuffer(offsets, dtype=np.int64) if offsets else np.zeros(0, np.int64)
+
+
+class _LineIndex:
+    """Every text line of `files` by number: its file and byte offset, read back one by one."""
+
+    def __init__(self, files):
+        self.files = files
+        self.offsets = [_line_offsets(path) for path in files]
+        self.ends = np.cumsum([len(o) for o in self.offsets])
+
+    def __len__(self):
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def lines(self, order):
+        """The lines numbered `order`, in that order, stripped (as `_read_lines` yields them)."""
+        handles = collections.OrderedDict()
+        try:
+            file_of = np.searchsorted(self.ends, order, side="right")
+            for number, index in zip(order.tolist(), file_of.tolist(), strict=True):
+                first = int(self.ends[index - 1]) if index else 0
+                f = handles.pop(index, None) or open(self.files[index], "rb")  # noqa: SIM115
+                handles[index] = f
+                if len(handles) > _OPEN_FILES:
+                    handles.popitem(last=False)[1].close()
+                f.seek(int(self.offsets[index][number - first]))
+                text = f.readline().decode("utf-8", errors="replace")
+                # Text mode also ends a line at a lone carriage return.
+                yield from (part.strip() for part in text.split("\r") if part.strip())
+        finally:
+            for f in handles.values():
+                f.close()
+
+
 def _shuffled(items, buffer_size, rng):
     """A streaming shuffle through a buffer of `buffer_size` items (as tf.data's)."""
     buffer = []
@@ -159,10 +215,22 @@ class SentenceStream:
         pattern: str or list. A glob of text files, one sentence or paragraph per line.
         tokenization_mode: `"whitespace"` (already tokenized text) or `"punctuation"`.
             (`tokenization=` is its deprecated name.)
-        shuffle: bool. Shuffle the files and, through a buffer, the sentences of every epoch.
-        shuffle_buffer: int. Sentences in the shuffle buffer.
+        shuffle: bool. Shuffle every epoch.
+        shuffle_buffer: int. `0` (the default): every epoch is a permutation of all the lines
+            of all the files, read by their byte offsets (an index of 8 bytes a line, built by
+            one pass over the files). `N >= 1`: the file order is shuffled and the lines go
+            through an `N`-line buffer (tf.data's streaming shuffle), for a corpus whose index
+            would not fit in memory; a file written one topic after another then stays that
+            way beyond about `N` lines.
         seed: int. Seed of the shuffles (epoch `e` uses `(seed, e)`).
         epochs: int or None. Passes over the data; `None` repeats forever.
+
+    Example:
+
+    ```python
+    stream = SentenceStream("corpus/*.txt", seed=1, epochs=1)
+    first = next(iter(stream))  # the tokens of one line, drawn from the whole corpus
+    ```
     """
 
     tokenization = renamed_attribute("tokenization", "tokenization_mode")
@@ -172,7 +240,7 @@ class SentenceStream:
         pattern,
         tokenization_mode="whitespace",
         shuffle=True,
-        shuffle_buffer=10000,
+        shuffle_buffer=0,
         seed=0,
         epochs=None,
         **kwargs,
@@ -186,17 +254,24 @@ class SentenceStream:
             "tokenization_mode", tokenization_mode, TOKENIZATION_MODES
         )
         self.shuffle = bool(shuffle)
-        self.shuffle_buffer = check_int("shuffle_buffer", shuffle_buffer)
+        self.shuffle_buffer = check_int("shuffle_buffer", shuffle_buffer, minimum=0)
         self.seed = int(seed)
         if epochs is not None:
             check_int("epochs", epochs)
         self.epochs = epochs
         self.epoch = 0
+        self._index = None
 
     def _epoch_sentences(self, epoch):
         files = list(self.files)
         if not self.shuffle:
             return _iter_sentences(files, self.tokenization_mode)
+        if self.shuffle_buffer == 0:
+            if self._index is None:
+                self._index = _LineIndex(files)
+            rng = np.random.default_rng([self.seed % 2**64, epoch])
+            order = rng.permutation(len(self._index))
+            return _tokenized(self._index.lines(order), self.tokenization_mode)
         rng = random.Random(f"{self.seed}:{epoch}")
         rng.shuffle(files)
         return _shuffled(_iter_sentences(files, self.tokenization_mode), self.shuffle_buffer, rng)

@@ -163,6 +163,7 @@ def _fit(trainer, run, callbacks):
         time_budget_s=run.time_budget_s,
         log_every=run.log_every,
         tokenization_mode=run.tokenization_mode,
+        shuffle_buffer=run.shuffle_buffer,
         progress=run.progress,
         callbacks=callbacks,
     )

@@ -41,6 +41,8 @@ _OPTIONAL_KEYS = {
     "overrides": [],
     "train_fingerprint": None,
     "vocab_sha256": None,
+    # Runs started before the whole-text shuffle streamed their lines through this buffer.
+    "shuffle_buffer": 10000,
 }
 # What each saved key must be: (a check, the expected value in words).
 _KEY_TYPES = {
@@ -64,6 +66,10 @@ _KEY_TYPES = {
         "null or a list of objects",
     ),
     "vocab_sha256": (lambda v: v is None or isinstance(v, str), "null or a string"),
+    "shuffle_buffer": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "an integer >= 0",
+    ),
 }
 
 
@@ -99,8 +105,10 @@ def load_run(run_dir):
         `(settings, vocabulary)`: `settings` has `config`, `seed`, `tokenization_mode`,
         `carry_state`, `train`, `init_from` (None or where the weights came from),
         `new_vocab`, `freeze_bilm_steps`, `data_start_step` (the step at which the current
-        training files started) and `overrides` (those applied when resuming); runs written
-        by this version also have `vocab_file`, `min_count` and `max_vocab_size`. Folders
+        training files started), `overrides` (those applied when resuming) and
+        `shuffle_buffer` (0: the whole text shuffled; folders written before it was saved
+        streamed through 10,000 lines, read so); runs written by this version also have
+        `vocab_file`, `min_count` and `max_vocab_size`. Folders
         written before `tokenization_mode` had that name hold `tokenization`, read the same.
     """
     run_dir = pathlib.Path(run_dir)

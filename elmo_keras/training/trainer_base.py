@@ -177,7 +177,7 @@ class TrainerBase(abc.ABC):
         time_budget_s=None,
         log_every=50,
         tokenization_mode="whitespace",
-        shuffle_buffer=10000,
+        shuffle_buffer=0,
         progress=None,
         on_step=None,
         handle_signals=True,
@@ -198,7 +198,9 @@ class TrainerBase(abc.ABC):
             time_budget_s: float or None. Stop (and checkpoint) after this many seconds.
             log_every: int. Steps between logged lines / TensorBoard points.
             tokenization_mode: `"whitespace"` or `"punctuation"` (old name: `tokenization`).
-            shuffle_buffer: int. Sentences in the shuffle buffer.
+            shuffle_buffer: int. `0`: every epoch a permutation of all the lines (an index
+                of 8 bytes a line); `N`: a streaming shuffle through an `N`-line buffer
+                (`data.SentenceStream`).
             progress: bool or None. A progress bar (None: when stdout is a terminal).
             on_step: callable(step, logs) or None, called after every step.
             handle_signals: bool. Checkpoint and stop on SIGTERM / SIGINT.
@@ -217,6 +219,7 @@ class TrainerBase(abc.ABC):
         check_fit_arguments(
             steps, epochs, time_budget_s, checkpoint_every, keep_checkpoints, log_every
         )
+        check_setting("shuffle_buffer", shuffle_buffer)
         expand_files(train)  # a clear error now rather than inside the data pipeline
         start = self.global_step
         if steps is not None and start >= steps:

@@ -204,6 +204,10 @@ SETTINGS = (
             "from the saved run instead of refusing them", "--override"),
     Setting("tf32", False, "bool", "Allow TensorFloat-32 matrix products on GPUs (faster, "
             "about 3 significant digits; off: exact float32)", "--tf32"),
+    Setting("shuffle_buffer", None, "count", "0: every epoch shuffles all the lines of the "
+            "training text (an index of 8 bytes a line in memory); N: the lines stream through "
+            "an N-line shuffle buffer instead, for text whose index would not fit",
+            "--shuffle-buffer", saved=0, metavar="LINES"),
 )
 # fmt: on
 _BY_NAME = {s.name: s for s in SETTINGS}

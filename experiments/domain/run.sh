@@ -37,7 +37,8 @@ for run in finetuned scratch; do
     FROM=(--vocab "$MINI/vocab.txt")
   fi
   "$BIN/elmo-keras" train "${FROM[@]}" --config "$OUT/config.json" --train "$OUT/mr_train.txt" \
-    --steps "$STEPS" --seed 0 --checkpoint-every 200 --log-every 100 --output "$OUT/$run"
+    --steps "$STEPS" --seed 0 --checkpoint-every 200 --log-every 100 --output "$OUT/$run" \
+    --shuffle-buffer 10000  # the data order of the recorded results (the stream before 2026-11-27)
 done
 for run in finetuned scratch; do
   echo "== $run"; evaluate "$OUT/$run" | tee "$OUT/heldout_$run.txt"

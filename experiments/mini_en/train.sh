@@ -16,6 +16,7 @@ BIN=${BIN:-.venv/bin}
 if [ -f "$RUN/training_config.json" ]; then RESUME=--resume; else RESUME=; fi
 "$BIN/elmo-keras" train $RESUME --config cpu --train "$WT2/train.raw.txt" \
   --valid "$WT2/valid.raw.txt" --min-count 3 --steps "$STEPS" --seed 0 \
-  --checkpoint-every 500 --log-every 100 --output "$RUN"
+  --checkpoint-every 500 --log-every 100 --output "$RUN" \
+  --shuffle-buffer 10000  # v1's data order: the trainer's stream before 2026-11-27
 "$BIN/elmo-keras" evaluate --model "$RUN" --data "$WT2/test.raw.txt" --batch-size 16 \
   | tee "$RUN/test.txt"

@@ -10,7 +10,7 @@ wc -lw /tmp/train.txt | tee -a $OUTDIR/train_log.txt
 RUN=/tmp/run_v2; rm -rf $RUN
 timeout $((T + 110)) ${PY:-python3} -c "import sys; from elmo_keras.cli import main; sys.exit(main(sys.argv[1:]))" \
   train --backend jax --config .whl/v2/v2.json --train /tmp/train.txt --min-count 3 --max-vocab-size 40000 \
-  --time-budget $T --tf32 --seed 0 --checkpoint-every 1000000 --log-every 250 --output $RUN 2>&1 | tee -a $OUTDIR/train_log.txt
+  --time-budget $T --tf32 --seed 0 --checkpoint-every 1000000 --log-every 250 --output $RUN --shuffle-buffer 10000 2>&1 | tee -a $OUTDIR/train_log.txt
 ls -la $RUN | tee -a $OUTDIR/train_log.txt
 tar -C $RUN -cf /tmp/model.tar options.json lm_weights.hdf5 vocab.txt softmax.hdf5 training_config.json 2>>$OUTDIR/train_log.txt
 sha256sum /tmp/model.tar | tee $OUTDIR/model.tar.sha256

@@ -12,6 +12,8 @@
 # 3. stage 2: the continuation, TensorFlow trainer, batch 64 x 20, Adam 0.001 to step STEPS2A,
 #    then the same run resumed at 0.0003 to step STEPS2 (the shipped model: on this repository's
 #    2-core CPU machines, see the model card).
+# Both stages stream the lines through the 10,000-line buffer the shipped model was trained with
+# (`--shuffle-buffer 10000`; the trainer's default since 2026-11-27 shuffles the whole text).
 # Then `python experiments/mini_en_v2/package.py OUT/stage2` writes the package files and card.
 set -euo pipefail
 OUT=${1:-runs/mini_en_v2}
@@ -29,13 +31,13 @@ if [ -n "$(resume "$OUT/stage1")" ]; then
 else
   "$BIN/elmo-keras" train --backend jax --config "$HERE/config.json" --train "$OUT/corpus/train.txt" \
     --min-count 3 --max-vocab-size 40000 --seed 0 "${GPU[@]}" --steps "$STEPS1" \
-    --checkpoint-every 500 --log-every 250 --output "$OUT/stage1"
+    --checkpoint-every 500 --log-every 250 --output "$OUT/stage1" --shuffle-buffer 10000
 fi
 if [ -z "$(resume "$OUT/stage2")" ]; then
   "$BIN/elmo-keras" train --backend tensorflow --init-from "$OUT/stage1" \
     --train "$OUT/corpus/train.txt" --batch-size 64 --learning-rate 0.001 --seed 1 \
     --steps "$STEPS2A" --checkpoint-every 300 --keep-checkpoints 2 --log-every 50 \
-    --output "$OUT/stage2"
+    --output "$OUT/stage2" --shuffle-buffer 10000
 fi
 # Resumed: finish the 0.001 part (nothing to do once it is done), then the 0.0003 part.
 "$BIN/elmo-keras" train --resume --output "$OUT/stage2" --steps "$STEPS2A"

@@ -88,6 +88,60 @@ def test_sentence_stream_shuffle_is_seeded(train_text):
     assert sorted(map(tuple, first[:5])) == sorted(map(tuple, plain))
 
 
+def _two_sources(folder):
+    """One file written one source after the other: 12,000 lines of `a`, then 12,000 of `b`."""
+    path = folder / "sources.txt"
+    lines = [f"a{i} x" for i in range(12_000)] + [f"b{i} y" for i in range(12_000)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path, [line.split() for line in lines]
+
+
+def test_the_whole_text_is_shuffled_not_a_window_of_it(tmp_path):
+    """A corpus listing its sources one after another reached the trainer one source at a time
+    through the 10,000-line buffer (issue 31: the model's quality swung with where the stream
+    was). The default now draws each epoch from all the lines at once."""
+    path, lines = _two_sources(tmp_path)
+    buffered = list(SentenceStream(path, shuffle_buffer=10_000, seed=3, epochs=1))
+    assert all(s[0].startswith("a") for s in buffered[:1000])  # what the buffer cannot do
+    whole = list(SentenceStream(path, seed=3, epochs=2))
+    first, second = whole[:24_000], whole[24_000:]
+    # 1,000 draws from 12,000 + 12,000 lines: the count of `a` is 500 +- 16; a stream that
+    # stays within one source gives 1,000 or 0.
+    assert 400 <= sum(s[0].startswith("a") for s in first[:1000]) <= 600
+    for epoch in (first, second):  # each epoch: every line exactly once
+        assert sorted(map(tuple, epoch)) == sorted(map(tuple, lines))
+    assert first != second  # a new permutation each epoch
+    assert whole == list(SentenceStream(path, seed=3, epochs=2))  # the seed fixes it
+    assert first != list(SentenceStream(path, seed=4, epochs=1))
+
+
+def test_the_whole_text_shuffle_reads_lines_as_the_plain_stream_does(tmp_path, monkeypatch):
+    """Lines read back by their byte offsets are those the file order gives: blank lines and
+    white space dropped, CRLF and lone CR line ends, undecodable bytes replaced, many files
+    (more than the open files kept)."""
+    from elmo_keras.training import data
+
+    monkeypatch.setattr(data, "_OPEN_FILES", 2)
+    texts = [
+        b"one two\r\n\r\n   \r\nthree\r\n",
+        b"four\rfive six\r",
+        b"\n\n seven \t\n",
+        b"bad \xff byte\n\xc3\xa9t\xc3\xa9",  # no final line end
+        b"\xe2\x80\x83\nnine\n",  # a line of one Unicode space
+    ]
+    files = []
+    for i, text in enumerate(texts):
+        files.append(tmp_path / f"part{i}.txt")
+        files[-1].write_bytes(text)
+    plain = list(SentenceStream(files, shuffle=False, epochs=1))
+    assert len(plain) == 8 and ["bad", "\ufffd", "byte"] in plain and ["été"] in plain
+    shuffled = list(SentenceStream(files, seed=0, epochs=3))
+    for epoch in range(3):
+        assert sorted(shuffled[8 * epoch : 8 * (epoch + 1)]) == sorted(plain)
+    with pytest.raises(ValueError, match="`shuffle_buffer` must be an integer >= 0"):
+        SentenceStream(files, shuffle_buffer=-1)
+
+
 def test_vocabulary_matches_bilm_tf(train_text, train_vocab, tmp_path):
     vocab = build_vocabulary(train_text)
     assert vocab.tokens[:3] == ("<S>", "</S>", "<UNK>")

@@ -42,6 +42,7 @@ from elmo_keras.training.training_run import NEW_RUN_DEFAULTS, TrainingRun, lega
         ({"override": True}, "`override` applies to `resume` (settings that differ from a saved"),
         ({"train_files": None}, "`train_files` is required (a glob of text files)"),
         ({"tf32": 1}, "`tf32` must be True or False. Received: tf32=1"),
+        ({"shuffle_buffer": -1}, "`shuffle_buffer` must be an integer >= 0. Received"),
     ],
 )
 def test_training_run_checks_every_field(changes, message):
@@ -62,6 +63,7 @@ def test_training_run_defaults():
         "carry_state": True,
         "min_count": 1,
         "freeze_bilm_steps": 0,
+        "shuffle_buffer": 0,
     }
     # A resumed run may leave the files out (its saved ones).
     assert TrainingRun(None, "run", steps=3, resume=True, override=True).train_files is None
@@ -120,6 +122,7 @@ def test_run_folder_round_trip(tmp_path):
         "overrides": [],
         "train_fingerprint": [{"path": "/data/a.txt", "size": 10, "sha256": "ab" * 32}],
         "vocab_sha256": "cd" * 32,
+        "shuffle_buffer": 0,
     }
     save_run(tmp_path, written, vocabulary)
     settings, loaded = load_run(tmp_path)
@@ -133,6 +136,7 @@ def test_run_folder_round_trip(tmp_path):
     settings = load_run(tmp_path)[0]
     assert settings["tokenization_mode"] == "punctuation" and settings["init_from"] is None
     assert (settings["freeze_bilm_steps"], settings["data_start_step"]) == (0, 0)
+    assert settings["shuffle_buffer"] == 10000  # what such a run streamed through
     save_run(tmp_path, {**written, "train": pathlib.Path("a.txt")}, vocabulary)  # a path too
     assert load_run(tmp_path)[0]["train"] == "a.txt"
     with pytest.raises(ValueError, match="must be the folder of an `elmo-keras train` run"):

@@ -107,6 +107,32 @@ def test_resume_refuses_a_changed_text_or_vocabulary(tmp_path, capsys):
     assert "vocab.txt changed since the run started" in err and "put it back" in err, err
 
 
+def test_the_shuffle_is_saved_with_the_run_and_kept_on_resume(tmp_path, capsys):
+    """A new run records its shuffle (0: the whole text); a resumed run keeps it, refuses
+    another without `--override`, and with it restarts the data at the resumed step. A folder
+    from before the setting resumes with the 10,000-line buffer it trained with."""
+    data = tmp_path / "text.txt"
+    shutil.copy(DATA, data)
+    folder = tmp_path / "run"
+    assert _short_run(folder, data) == 0
+    config = folder / "training_config.json"
+    assert json.loads(config.read_text())["shuffle_buffer"] == 0
+    resume = ["train", "--output", str(folder), "--resume"]
+    capsys.readouterr()
+    assert main([*resume, "--steps", "3", "--shuffle-buffer", "50"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--shuffle-buffer 50 (saved: 0)" in err and "pass --override" in err, err
+    assert main([*resume, "--steps", "3", "--shuffle-buffer", "50", "--override"]) == 0
+    saved = json.loads(config.read_text())
+    assert saved["shuffle_buffer"] == 50 and saved["data_start_step"] == 2
+    del saved["shuffle_buffer"]
+    config.write_text(json.dumps(saved))
+    capsys.readouterr()
+    assert main([*resume, "--steps", "4", "--shuffle-buffer", "50"]) == 2
+    assert "--shuffle-buffer 50 (saved: 10000)" in capsys.readouterr().err
+    assert main(["train", "--output", str(folder), "--resume", "--steps", "4"]) == 0
+
+
 def test_resume_from_another_working_directory(tmp_path, monkeypatch, capsys):
     """Issue 30, point 6: a run started with a relative `--train` resumes from any folder (the
     recorded absolute paths are used)."""
