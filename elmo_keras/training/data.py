@@ -1,10 +1,11 @@
 """Training text: files -> lines -> tokenized sentences, epoch after epoch; the vocabulary.
 
 Text is read line by line. Shuffled, every epoch is a fresh permutation of all the corpus's
-lines, read through an index of their byte offsets (8 bytes a line in memory); a corpus whose
-index would not fit streams through a bounded buffer instead (`shuffle_buffer`). The order is
-deterministic given the seed. The sentences are packed into windows by
-`elmo_keras.training.windows` (whose names are importable from here as well).
+lines, read back through an index of their byte offsets (about 12 bytes a line in memory: the
+offsets and the epoch's order); given `shuffle_buffer=N`, the lines stream through an `N`-line
+buffer instead, for a corpus whose index would not fit. The order is deterministic given the
+seed (and the NumPy and Python versions, whose generators draw it). The sentences are packed
+into windows by `elmo_keras.training.windows` (whose names are importable from here as well).
 
 Everything here is Python except `tokenize_lines` (tensorflow-text).
 """
@@ -14,6 +15,7 @@ import collections
 import glob
 import os
 import random
+import re
 
 import numpy as np
 
@@ -30,6 +32,12 @@ from elmo_keras.validation import check_choice, check_int, renamed_argument, ren
 _LINES_PER_CHUNK = 2048
 # Files kept open at once while reading lines by their offsets (the least recently used closes).
 _OPEN_FILES = 64
+# Line numbers looked up per NumPy call (bounds the Python objects alive at once).
+_LINES_PER_LOOKUP = 65_536
+# Bytes read at a time to find the end of a line.
+_READ_BYTES = 4096
+# Where a line ends: `\n`, `\r\n` or a lone `\r` (Python's text mode).
+_LINE_END = re.compile(rb"\r\n?|\n")
 # `renamed_argument(kwargs, *TOKENIZATION_RENAMED, ...)`: the old and the new keyword.
 TOKENIZATION_RENAMED = ("tokenization", "tokenization_mode")
 
@@ -150,15 +158,41 @@ def count_tokens(pattern, tokenization_mode="whitespace", **kwargs):
 
 
 def _line_offsets(path):
-    """The byte offsets of the lines of `path` that hold more than white space (int64)."""
+    """The byte offsets of the lines of `path` that hold more than white space (int64). A line
+    ends at `\\n`, `\\r\\n` or a lone `\\r`, as in Python's text mode."""
     offsets = array.array("q")  # 8 bytes a line while it grows, too
     position = 0
     with open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                offsets.append(position)
-            position += len(line)
+        for piece in f:  # up to and with a newline byte: a CR LF pair is never split
+            if b"\r" not in piece:
+                if piece.strip():
+                    offsets.append(position)
+            else:
+                start = 0
+                for end in _LINE_END.finditer(piece):
+                    if piece[start : end.start()].strip():
+                        offsets.append(position + start)
+                    start = end.end()
+                if piece[start:].strip():
+                    offsets.append(position + start)
+            position += len(piece)
     return np.frombuffer(offsets, dtype=np.int64) if offsets else np.zeros(0, np.int64)
+
+
+def _read_line(f, offset):
+    """The stripped text of the line at `offset` of the unbuffered binary file `f`."""
+    f.seek(offset)
+    blocks = []
+    while True:
+        block = f.read(_READ_BYTES)
+        end = _LINE_END.search(block)
+        if end is not None:
+            blocks.append(block[: end.start()])
+            break
+        blocks.append(block)
+        if len(block) < _READ_BYTES:
+            break
+    return b"".join(blocks).decode("utf-8", errors="replace").strip()
 
 
 class _LineIndex:
@@ -172,21 +206,29 @@ class _LineIndex:
     def __len__(self):
         return int(self.ends[-1]) if len(self.ends) else 0
 
+    def permutation(self, rng):
+        """A random order of the line numbers (4 bytes a line below 2**32 lines)."""
+        order = np.arange(len(self), dtype=np.uint32 if len(self) < 2**32 else np.int64)
+        rng.shuffle(order)
+        return order
+
     def lines(self, order):
-        """The lines numbered `order`, in that order, stripped (as `_read_lines` yields them)."""
+        """The lines numbered `order`, in that order, stripped (as `_read_lines` yields them);
+        an empty string for a line of Unicode white space only."""
         handles = collections.OrderedDict()
         try:
-            file_of = np.searchsorted(self.ends, order, side="right")
-            for number, index in zip(order.tolist(), file_of.tolist(), strict=True):
-                first = int(self.ends[index - 1]) if index else 0
-                f = handles.pop(index, None) or open(self.files[index], "rb")  # noqa: SIM115
-                handles[index] = f
-                if len(handles) > _OPEN_FILES:
-                    handles.popitem(last=False)[1].close()
-                f.seek(int(self.offsets[index][number - first]))
-                text = f.readline().decode("utf-8", errors="replace")
-                # Text mode also ends a line at a lone carriage return.
-                yield from (part.strip() for part in text.split("\r") if part.strip())
+            for chunk in range(0, len(order), _LINES_PER_LOOKUP):
+                numbers = order[chunk : chunk + _LINES_PER_LOOKUP]
+                file_of = np.searchsorted(self.ends, numbers, side="right")
+                for number, index in zip(numbers.tolist(), file_of.tolist(), strict=True):
+                    f = handles.pop(index, None)
+                    if f is None:  # closed when evicted or at the end
+                        f = open(self.files[index], "rb", buffering=0)  # noqa: SIM115
+                    handles[index] = f
+                    if len(handles) > _OPEN_FILES:
+                        handles.popitem(last=False)[1].close()
+                    first = int(self.ends[index - 1]) if index else 0
+                    yield _read_line(f, int(self.offsets[index][number - first]))
         finally:
             for f in handles.values():
                 f.close()
@@ -217,11 +259,11 @@ class SentenceStream:
             (`tokenization=` is its deprecated name.)
         shuffle: bool. Shuffle every epoch.
         shuffle_buffer: int. `0` (the default): every epoch is a permutation of all the lines
-            of all the files, read by their byte offsets (an index of 8 bytes a line, built by
-            one pass over the files). `N >= 1`: the file order is shuffled and the lines go
-            through an `N`-line buffer (tf.data's streaming shuffle), for a corpus whose index
-            would not fit in memory; a file written one topic after another then stays that
-            way beyond about `N` lines.
+            of all the files, read by their byte offsets (about 12 bytes a line: an index
+            built by one pass over the files, and the epoch's order). `N >= 1`: the file order
+            is shuffled and the lines go through an `N`-line buffer (tf.data's streaming
+            shuffle), for a corpus whose index would not fit in memory; a file written one
+            topic after another then stays that way beyond about `N` lines.
         seed: int. Seed of the shuffles (epoch `e` uses `(seed, e)`).
         epochs: int or None. Passes over the data; `None` repeats forever.
 
@@ -269,9 +311,9 @@ class SentenceStream:
         if self.shuffle_buffer == 0:
             if self._index is None:
                 self._index = _LineIndex(files)
-            rng = np.random.default_rng([self.seed % 2**64, epoch])
-            order = rng.permutation(len(self._index))
-            return _tokenized(self._index.lines(order), self.tokenization_mode)
+            order = self._index.permutation(np.random.default_rng([self.seed % 2**64, epoch]))
+            lines = (line for line in self._index.lines(order) if line)
+            return _tokenized(lines, self.tokenization_mode)
         rng = random.Random(f"{self.seed}:{epoch}")
         rng.shuffle(files)
         return _shuffled(_iter_sentences(files, self.tokenization_mode), self.shuffle_buffer, rng)

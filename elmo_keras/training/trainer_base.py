@@ -25,7 +25,7 @@ from elmo_keras.training.metrics import MetricsLogger
 from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
 from elmo_keras.training.stopping import StopRequests, stop_reason
 from elmo_keras.training.training_run import SettingError, check_setting
-from elmo_keras.validation import renamed_argument
+from elmo_keras.validation import check_int, renamed_argument
 
 
 def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every):
@@ -198,8 +198,8 @@ class TrainerBase(abc.ABC):
             time_budget_s: float or None. Stop (and checkpoint) after this many seconds.
             log_every: int. Steps between logged lines / TensorBoard points.
             tokenization_mode: `"whitespace"` or `"punctuation"` (old name: `tokenization`).
-            shuffle_buffer: int. `0`: every epoch a permutation of all the lines (an index
-                of 8 bytes a line); `N`: a streaming shuffle through an `N`-line buffer
+            shuffle_buffer: int. `0`: every epoch a permutation of all the lines (about 12
+                bytes a line); `N`: a streaming shuffle through an `N`-line buffer
                 (`data.SentenceStream`).
             progress: bool or None. A progress bar (None: when stdout is a terminal).
             on_step: callable(step, logs) or None, called after every step.
@@ -219,7 +219,7 @@ class TrainerBase(abc.ABC):
         check_fit_arguments(
             steps, epochs, time_budget_s, checkpoint_every, keep_checkpoints, log_every
         )
-        check_setting("shuffle_buffer", shuffle_buffer)
+        check_int("shuffle_buffer", shuffle_buffer, minimum=0)
         expand_files(train)  # a clear error now rather than inside the data pipeline
         start = self.global_step
         if steps is not None and start >= steps:

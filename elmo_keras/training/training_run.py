@@ -205,7 +205,7 @@ SETTINGS = (
     Setting("tf32", False, "bool", "Allow TensorFloat-32 matrix products on GPUs (faster, "
             "about 3 significant digits; off: exact float32)", "--tf32"),
     Setting("shuffle_buffer", None, "count", "0: every epoch shuffles all the lines of the "
-            "training text (an index of 8 bytes a line in memory); N: the lines stream through "
+            "training text (about 12 bytes a line in memory); N: the lines stream through "
             "an N-line shuffle buffer instead, for text whose index would not fit",
             "--shuffle-buffer", saved=0, metavar="LINES"),
 )

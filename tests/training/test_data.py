@@ -142,6 +142,25 @@ def test_the_whole_text_shuffle_reads_lines_as_the_plain_stream_does(tmp_path, m
         SentenceStream(files, shuffle_buffer=-1)
 
 
+def test_the_whole_text_shuffle_splits_every_line_end(tmp_path, monkeypatch):
+    """A file whose lines end in lone carriage returns is as many lines as text mode reads,
+    each shuffled on its own (not one entry read back whole); a line longer than one read, and
+    a CR LF across two reads, come back whole."""
+    from elmo_keras.training import data
+
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"\r".join(f"w{i}".encode() for i in range(2000)) + b"\r")
+    plain = list(SentenceStream(path, shuffle=False, epochs=1))
+    assert len(plain) == 2000
+    shuffled = list(SentenceStream(path, seed=0, epochs=1))
+    assert sorted(shuffled) == sorted(plain) and shuffled[:50] != plain[:50]
+    monkeypatch.setattr(data, "_READ_BYTES", 4)
+    long = "a long line of many words " * 5
+    path.write_bytes(f"{long}\r\nxy z\r\n\r\n{long}q".encode())
+    plain = list(SentenceStream(path, shuffle=False, epochs=1))
+    assert sorted(SentenceStream(path, seed=5, epochs=1)) == sorted(plain) and len(plain) == 3
+
+
 def test_vocabulary_matches_bilm_tf(train_text, train_vocab, tmp_path):
     vocab = build_vocabulary(train_text)
     assert vocab.tokens[:3] == ("<S>", "</S>", "<UNK>")

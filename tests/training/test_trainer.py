@@ -147,6 +147,8 @@ def test_errors(train_vocab, tiny_config):
         trainer.fit("/nonexistent/*.txt", steps=1)
     with pytest.raises(ValueError, match="`log_every` must be an integer >= 1"):
         trainer.fit("x.txt", steps=1, log_every=0)
+    with pytest.raises(ValueError, match="`shuffle_buffer` must be an integer >= 0. Received"):
+        trainer.fit("x.txt", steps=1, shuffle_buffer=None)
     with pytest.raises(TypeError, match="unexpected keyword argument 'stepz'"):
         trainer.fit("x.txt", steps=1, stepz=2)
     # The old name of `tokenization_mode` still works, with a warning.
