@@ -8,7 +8,7 @@ from elmo_keras.files import write_text
 from elmo_keras.models import preset_folder
 from elmo_keras.models.elmo_inputs import strings_to_char_ids, strings_to_char_ids_numpy
 from elmo_keras.options import options_to_bilm_kwargs, read_options
-from elmo_keras.presets import find_model_files, preset_sources
+from elmo_keras.presets import preset_sources, resolve_preset
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN
 from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
 from elmo_keras.validation import check_choice, check_int
@@ -128,7 +128,7 @@ class ElmoPreprocessor(keras.layers.Layer):
         if preset_folder.is_preset_name(preset):
             options = cached_path(preset_sources(preset)[0], cache_dir=cache_dir, progress=progress)
         else:
-            options = find_model_files(preset)[0]
+            options = resolve_preset(preset)[0]  # a model folder (else: the known names)
         width = options_to_bilm_kwargs(read_options(options))["max_characters_per_token"]
         return cls(**{"max_characters_per_token": width, **found, **kwargs})
 

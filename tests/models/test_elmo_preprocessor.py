@@ -74,6 +74,13 @@ def test_wrong_inputs_and_arguments_are_one_line():
         ElmoPreprocessor(input_type="char_ids")
 
 
+def test_a_mistyped_preset_names_the_known_ones():
+    """As `BiLM.from_preset` and `ElmoEmbedding.from_preset` do (it said only that the folder
+    did not exist)."""
+    with pytest.raises(ValueError, match=r"^Did you mean 'mini_en'\? `preset` must be one of"):
+        ElmoPreprocessor.from_preset("mini-en")
+
+
 @pytest.mark.tensorflow_only
 def test_saved_into_a_preset_folder_and_read_back(tmp_path):
     folder = ElmoEmbedding.from_preset("tiny").save_to_preset(tmp_path / "preset")
