@@ -58,11 +58,13 @@ def add_parser(subparsers):
 
 
 def word_vectors(bilm, sentences, word):
-    """`[n, n_layers + 1, dim]`: every layer's vector of `word` in each sentence (a string)."""
+    """`[n, n_layers + 1, dim]`: every layer's vector of `word` in each sentence (a string).
+    `bilm`: a `BiLM`, or a `BiLMEmbedder` of one (reused: its compiled function too)."""
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
     token_lists = [sentence.split() for sentence in sentences]
-    embedded = BiLMEmbedder(bilm).embed(token_lists)
+    embedder = bilm if isinstance(bilm, BiLMEmbedder) else BiLMEmbedder(bilm)
+    embedded = embedder.embed(token_lists)
     return np.stack(
         [
             layers[:, tokens.index(word)]
@@ -74,10 +76,13 @@ def word_vectors(bilm, sentences, word):
 def word_sense_statistics(bilm, senses_by_word=SENSES):
     """`{word: sense_statistics(...)}`: per layer, cosine within / across senses and 1-NN
     accuracy of each word of `senses_by_word` (laid out as `SENSES`)."""
+    from elmo_keras.models.bilm_embedder import BiLMEmbedder
+
+    embedder = BiLMEmbedder(bilm)  # one for all the words: traced once, not once a word
     result = {}
     for word, senses in senses_by_word.items():
         sentences, labels = labelled_sentences(senses)
-        result[word] = sense_statistics(word_vectors(bilm, sentences, word), labels)
+        result[word] = sense_statistics(word_vectors(embedder, sentences, word), labels)
     return result
 
 
