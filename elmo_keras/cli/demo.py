@@ -57,13 +57,10 @@ def add_parser(subparsers):
     return parser
 
 
-def word_vectors(bilm, sentences, word):
-    """`[n, n_layers + 1, dim]`: every layer's vector of `word` in each sentence (a string).
-    `bilm`: a `BiLM`, or a `BiLMEmbedder` of one (reused: its compiled function too)."""
-    from elmo_keras.models.bilm_embedder import BiLMEmbedder
-
+def word_vectors(embedder, sentences, word):
+    """`[n, n_layers + 1, dim]`: every layer's vector of `word` in each sentence (a string),
+    from a `BiLMEmbedder` (one for all the words: its function is traced once)."""
     token_lists = [sentence.split() for sentence in sentences]
-    embedder = bilm if isinstance(bilm, BiLMEmbedder) else BiLMEmbedder(bilm)
     embedded = embedder.embed(token_lists)
     return np.stack(
         [
@@ -78,7 +75,7 @@ def word_sense_statistics(bilm, senses_by_word=SENSES):
     accuracy of each word of `senses_by_word` (laid out as `SENSES`)."""
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
-    embedder = BiLMEmbedder(bilm)  # one for all the words: traced once, not once a word
+    embedder = BiLMEmbedder(bilm)
     result = {}
     for word, senses in senses_by_word.items():
         sentences, labels = labelled_sentences(senses)

@@ -201,7 +201,9 @@ class _LineIndex:
     def __init__(self, files):
         self.files = files
         self.offsets = [_line_offsets(path) for path in files]
-        self.ends = np.cumsum([len(o) for o in self.offsets])
+        counts = [len(o) for o in self.offsets]
+        self.ends = np.cumsum(counts)  # one past each file's last line number
+        self.starts = self.ends - counts
 
     def __len__(self):
         return int(self.ends[-1]) if len(self.ends) else 0
@@ -213,22 +215,22 @@ class _LineIndex:
         return order
 
     def lines(self, order):
-        """The lines numbered `order`, in that order, stripped (as `_read_lines` yields them);
-        an empty string for a line of Unicode white space only."""
+        """The lines numbered `order`, in that order, stripped (an empty string for a line of
+        Unicode white space only, which tokenizes to nothing)."""
         handles = collections.OrderedDict()
         try:
             for chunk in range(0, len(order), _LINES_PER_LOOKUP):
                 numbers = order[chunk : chunk + _LINES_PER_LOOKUP]
                 file_of = np.searchsorted(self.ends, numbers, side="right")
-                for number, index in zip(numbers.tolist(), file_of.tolist(), strict=True):
+                within = numbers - self.starts[file_of]  # the line's number in its file
+                for index, line in zip(file_of.tolist(), within.tolist(), strict=True):
                     f = handles.pop(index, None)
                     if f is None:  # closed when evicted or at the end
                         f = open(self.files[index], "rb", buffering=0)  # noqa: SIM115
                     handles[index] = f
                     if len(handles) > _OPEN_FILES:
                         handles.popitem(last=False)[1].close()
-                    first = int(self.ends[index - 1]) if index else 0
-                    yield _read_line(f, int(self.offsets[index][number - first]))
+                    yield _read_line(f, int(self.offsets[index][line]))
         finally:
             for f in handles.values():
                 f.close()
@@ -312,8 +314,7 @@ class SentenceStream:
             if self._index is None:
                 self._index = _LineIndex(files)
             order = self._index.permutation(np.random.default_rng([self.seed % 2**64, epoch]))
-            lines = (line for line in self._index.lines(order) if line)
-            return _tokenized(lines, self.tokenization_mode)
+            return _tokenized(self._index.lines(order), self.tokenization_mode)
         rng = random.Random(f"{self.seed}:{epoch}")
         rng.shuffle(files)
         return _shuffled(_iter_sentences(files, self.tokenization_mode), self.shuffle_buffer, rng)

@@ -28,8 +28,11 @@ from elmo_keras.training.training_run import SettingError, check_setting
 from elmo_keras.validation import check_int, renamed_argument
 
 
-def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every):
-    """The checks of `fit`'s arguments: those of the same `TrainingRun` settings."""
+def check_fit_arguments(
+    steps, epochs, time_budget_s, checkpoint_every, keep, log_every, shuffle_buffer
+):
+    """The checks of `fit`'s arguments: those of the same `TrainingRun` settings (where a
+    `TrainingRun` takes None for "the saved value", `fit` needs the value itself)."""
     values = {
         "steps": steps,
         "epochs": epochs,
@@ -42,6 +45,7 @@ def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, lo
         check_setting(name, value)
     if steps is None and epochs is None and time_budget_s is None:
         raise SettingError("give {steps}, {epochs} or {time_budget_s} (when the run ends)")
+    check_int("shuffle_buffer", shuffle_buffer, minimum=0)
 
 
 @dataclasses.dataclass
@@ -217,9 +221,14 @@ class TrainerBase(abc.ABC):
         )
         no_other_arguments(kwargs, "Trainer.fit")
         check_fit_arguments(
-            steps, epochs, time_budget_s, checkpoint_every, keep_checkpoints, log_every
+            steps,
+            epochs,
+            time_budget_s,
+            checkpoint_every,
+            keep_checkpoints,
+            log_every,
+            shuffle_buffer,
         )
-        check_int("shuffle_buffer", shuffle_buffer, minimum=0)
         expand_files(train)  # a clear error now rather than inside the data pipeline
         start = self.global_step
         if steps is not None and start >= steps:

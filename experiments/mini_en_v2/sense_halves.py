@@ -13,15 +13,17 @@ import sys
 from elmo_keras.cli.demo import word_vectors
 from elmo_keras.cli.demo_senses import SENSES, labelled_sentences, sense_statistics
 from elmo_keras.models import BiLM
+from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
 
 def main(folders):
     for folder in folders:
         bilm = BiLM.from_bilm_tf(f"{folder}/options.json", f"{folder}/lm_weights.hdf5")
+        embedder = BiLMEmbedder(bilm)
         print(f"{folder} (1-NN accuracy: LSTM 1 / LSTM 2)")
         for word, senses in SENSES.items():
             sentences, labels = labelled_sentences(senses)
-            vectors = word_vectors(bilm, sentences, word)  # [12, layers, 2 * projection]
+            vectors = word_vectors(embedder, sentences, word)  # [12, layers, 2 * projection]
             half = vectors.shape[-1] // 2
             cells = []
             for name, part in (
