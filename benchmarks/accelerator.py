@@ -174,6 +174,11 @@ def main():
         "--run-seconds", type=float, default=60, help="training seconds of the short run (e)"
     )
     parser.add_argument(
+        "--run-steps",
+        type=int,
+        help="train the short run (e) for exactly this many steps instead of --run-seconds",
+    )
+    parser.add_argument(
         "--wikitext",
         type=pathlib.Path,
         default=REPO.parent / "shared" / "data" / "wikitext-2" / "valid.raw.txt",
@@ -253,7 +258,7 @@ def training(args):
         out["steps"].append(row)
         print(json.dumps(row), flush=True)
         seconds = min(args.run_seconds, max(args.train_budget - (time.perf_counter() - started), 5))
-        out["run"] = accelerator_training.short_run(wikitext, args.small, seconds)
+        out["run"] = accelerator_training.short_run(wikitext, args.small, seconds, args.run_steps)
         print(json.dumps(out["run"]), flush=True)
     return out
 
