@@ -3,6 +3,7 @@
 import contextlib
 import os
 import pathlib
+import stat
 import sys
 import time
 
@@ -130,16 +131,25 @@ def add_tokenization_argument(parser, what):
 
 
 def check_input_file(flag, path):
-    """A file named by `flag` that is missing, or a folder, is a usage mistake (`CommandError`,
-    exit code 2) found before any work; `None` and URLs (downloaded later) pass."""
+    """A file named by `flag` that is missing, a folder, a FIFO, a device or a socket is a
+    usage mistake (`CommandError`, exit code 2) found before any work and before it is opened
+    (opening a FIFO waits for a writer; a device never ends); `None` and URLs (downloaded
+    later) pass."""
     from elmo_keras.download import is_url
+    from elmo_keras.validation import file_kind
 
     if path is None or is_url(str(path)):
         return
-    if pathlib.Path(path).is_dir():
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise CommandError(f"{flag}: file not found: {path}") from None
+    if stat.S_ISDIR(mode):
         raise CommandError(f"{flag} must be a file, not a folder. Received: {path}")
-    if not pathlib.Path(path).exists():
-        raise CommandError(f"{flag}: file not found: {path}")
+    if not stat.S_ISREG(mode):
+        raise CommandError(
+            f"{flag} must be a regular file, not {file_kind(mode)}. Received: {path}"
+        )
 
 
 class Progress:

@@ -159,7 +159,10 @@ def make_embedder(args):
             raise CommandError("--backend onnx needs --model M.onnx")
         from elmo_keras.runtime import OnnxEmbedder
 
-        named_a_file = pathlib.Path(args.model).is_file()
+        model = pathlib.Path(args.model)
+        if model.exists() and not model.is_dir():
+            check_input_file("--model", model)  # a FIFO or a device: one line, never opened
+        named_a_file = model.is_file()
         try:
             return OnnxEmbedder(args.model, batch_size=args.batch_size, max_tokens=args.max_tokens)
         except (FileNotFoundError, ValueError) as error:
