@@ -16,6 +16,7 @@ import glob
 import os
 import random
 import re
+import warnings
 
 import numpy as np
 
@@ -180,7 +181,8 @@ def _line_offsets(path):
 
 
 def _read_line(f, offset):
-    """The stripped text of the line at `offset` of the unbuffered binary file `f`."""
+    """The stripped text of the line at `offset` of the unbuffered binary file `f`; `None`
+    when `offset` is at or past the end of the file (it was cut short)."""
     f.seek(offset)
     blocks = []
     while True:
@@ -192,7 +194,34 @@ def _read_line(f, offset):
         blocks.append(block)
         if len(block) < _READ_BYTES:
             break
+    if not blocks[0]:
+        return None
     return b"".join(blocks).decode("utf-8", errors="replace").strip()
+
+
+def _signature(status):
+    """What tells a file apart from its earlier self: device, inode, size, modification time."""
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
+
+
+class ChangedFileError(ValueError):
+    """A training file changed (rewritten, cut short, replaced or removed) while the whole-text
+    shuffle read it by the byte offsets of its lines."""
+
+
+def _changed(path, before):
+    """`None` if `path` is still the file of signature `before`, else what changed, in words."""
+    try:
+        now = _signature(os.stat(path))
+    except FileNotFoundError:
+        return "it was removed"
+    if now[:2] != before[:2]:
+        return "it was replaced by another file"
+    if now[2] != before[2]:
+        return f"its size went from {before[2]} to {now[2]} bytes"
+    if now[3] != before[3]:
+        return "it was rewritten (a new modification time)"
+    return None
 
 
 class _LineIndex:
@@ -200,6 +229,8 @@ class _LineIndex:
 
     def __init__(self, files):
         self.files = files
+        # Each file's signature, taken before its offsets: a change during the pass shows too.
+        self.signatures = [_signature(os.stat(path)) for path in files]
         self.offsets = [_line_offsets(path) for path in files]
         counts = [len(o) for o in self.offsets]
         self.ends = np.cumsum(counts)  # one past each file's last line number
@@ -207,6 +238,26 @@ class _LineIndex:
 
     def __len__(self):
         return int(self.ends[-1]) if len(self.ends) else 0
+
+    def changes(self):
+        """`(path, what changed)` of the first file that is no longer as it was indexed, or
+        `None`."""
+        for path, before in zip(self.files, self.signatures, strict=True):
+            what = _changed(path, before)
+            if what is not None:
+                return path, what
+        return None
+
+    def check_unchanged(self):
+        """Raises `ChangedFileError` (one line naming the file) if a file changed."""
+        change = self.changes()
+        if change is not None:
+            path, what = change
+            raise ChangedFileError(
+                f"The training file {path} changed while the run read it ({what}): its lines' "
+                "byte offsets no longer hold. Keep the text unchanged during a run (write a "
+                "new corpus elsewhere)."
+            )
 
     def permutation(self, rng):
         """A random order of the line numbers (4 bytes a line below 2**32 lines)."""
@@ -220,6 +271,7 @@ class _LineIndex:
         handles = collections.OrderedDict()
         try:
             for chunk in range(0, len(order), _LINES_PER_LOOKUP):
+                self.check_unchanged()
                 numbers = order[chunk : chunk + _LINES_PER_LOOKUP]
                 file_of = np.searchsorted(self.ends, numbers, side="right")
                 within = numbers - self.starts[file_of]  # the line's number in its file
@@ -227,10 +279,20 @@ class _LineIndex:
                     f = handles.pop(index, None)
                     if f is None:  # closed when evicted or at the end
                         f = open(self.files[index], "rb", buffering=0)  # noqa: SIM115
+                        handles[index] = f
+                        if _signature(os.fstat(f.fileno())) != self.signatures[index]:
+                            self.check_unchanged()
                     handles[index] = f
                     if len(handles) > _OPEN_FILES:
                         handles.popitem(last=False)[1].close()
-                    yield _read_line(f, int(self.offsets[index][line]))
+                    text = _read_line(f, int(self.offsets[index][line]))
+                    if text is None:  # past the end: cut short since the last check
+                        self.check_unchanged()
+                        raise ChangedFileError(
+                            f"The training file {self.files[index]} was cut short while the "
+                            "run read it."
+                        )
+                    yield text
         finally:
             for f in handles.values():
                 f.close()
@@ -262,7 +324,10 @@ class SentenceStream:
         shuffle: bool. Shuffle every epoch.
         shuffle_buffer: int. `0` (the default): every epoch is a permutation of all the lines
             of all the files, read by their byte offsets (about 12 bytes a line: an index
-            built by one pass over the files, and the epoch's order). `N >= 1`: the file order
+            built by one pass over the files, and the epoch's order; a file that changed
+            since, seen by its size, modification time and inode, is indexed again at the next
+            epoch, with a warning, and during an epoch is a `ChangedFileError`, never read at
+            stale offsets). `N >= 1`: the file order
             is shuffled and the lines go through an `N`-line buffer (tf.data's streaming
             shuffle), for a corpus whose index would not fit in memory; a file written one
             topic after another then stays that way beyond about `N` lines.
@@ -311,7 +376,16 @@ class SentenceStream:
         if not self.shuffle:
             return _iter_sentences(files, self.tokenization_mode)
         if self.shuffle_buffer == 0:
-            if self._index is None:
+            change = None if self._index is None else self._index.changes()
+            if change is not None:
+                # A file changed since the last epoch (`corpus build --overwrite` into the
+                # folder trained on): this epoch draws from the files as they are now.
+                warnings.warn(
+                    f"The training file {change[0]} changed ({change[1]}): epoch {epoch} "
+                    "reads the text as it is now (its lines indexed again).",
+                    stacklevel=2,
+                )
+            if self._index is None or change is not None:
                 self._index = _LineIndex(files)
             order = self._index.permutation(np.random.default_rng([self.seed % 2**64, epoch]))
             return _tokenized(self._index.lines(order), self.tokenization_mode)
@@ -334,8 +408,6 @@ class SentenceStream:
 
 def __getattr__(name):
     if name == "TOKENIZATIONS":  # the name before `elmo_keras.text.pretokenize.TOKENIZATION_MODES`
-        import warnings
-
         warnings.warn(
             "`data.TOKENIZATIONS` is deprecated; use "
             "`elmo_keras.text.pretokenize.TOKENIZATION_MODES`.",

@@ -161,6 +161,48 @@ def test_the_whole_text_shuffle_splits_every_line_end(tmp_path, monkeypatch):
     assert sorted(SentenceStream(path, seed=5, epochs=1)) == sorted(plain) and len(plain) == 3
 
 
+def test_the_whole_text_shuffle_indexes_a_file_replaced_or_cut_between_epochs(tmp_path):
+    """Issue 39, point 9: a file replaced (`corpus build --overwrite`) or cut short between
+    epochs was read through the old byte offsets: fragments of lines, or lines dropped,
+    silently. Each epoch now reads the files as they are at its start, and says so."""
+    path = tmp_path / "text.txt"
+    old = [f"old{i} line {i}" for i in range(300)]
+    path.write_text("\n".join(old) + "\n", encoding="utf-8")
+    stream = iter(SentenceStream(path, seed=1, epochs=3))
+    first = [next(stream) for _ in range(300)]
+    assert sorted(first) == sorted(s.split() for s in old)
+    new = [f"n{i}" for i in range(40)]  # shorter lines: the old offsets fall inside them
+    replacement = tmp_path / "new.txt"
+    replacement.write_text("\n".join(new) + "\n", encoding="utf-8")
+    replacement.replace(path)
+    with pytest.warns(UserWarning, match=f"training file {path} changed .*epoch 1 reads"):
+        second = [next(stream) for _ in range(40)]
+    assert sorted(second) == sorted([line] for line in new)
+    with open(path, "r+b") as f:  # cut short in place: the same file, a smaller size
+        f.truncate(len("".join(f"{line}\n" for line in new[:10])))
+    with pytest.warns(UserWarning, match="its size went from 150 to 30 bytes"):
+        third = list(stream)
+    assert sorted(third) == sorted([line] for line in new[:10])
+
+
+def test_a_file_cut_short_during_an_epoch_is_one_clear_error(tmp_path, monkeypatch):
+    """Issue 39, point 9: within an epoch the offsets cannot be redone: a file that changes
+    under the reading is refused with one line naming it, never read at stale offsets."""
+    from elmo_keras.training import data
+
+    monkeypatch.setattr(data, "_LINES_PER_LOOKUP", 100)
+    monkeypatch.setattr(data, "_LINES_PER_CHUNK", 100)
+    path = tmp_path / "text.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(1000)), encoding="utf-8")
+    stream = iter(SentenceStream(path, seed=1, epochs=1))
+    next(stream)
+    with open(path, "r+b") as f:
+        f.truncate(500)
+    message = f"^The training file {path} changed while the run read it \\(its size went from"
+    with pytest.raises(data.ChangedFileError, match=message):
+        list(stream)
+
+
 def test_vocabulary_matches_bilm_tf(train_text, train_vocab, tmp_path):
     vocab = build_vocabulary(train_text)
     assert vocab.tokens[:3] == ("<S>", "</S>", "<UNK>")
