@@ -149,7 +149,7 @@ def _read_lines(files):
         with open(path, "rb") as f:
             for offset, line in _scan_lines(f):
                 if line is None:
-                    yield LongLine(path, offset)
+                    yield LongLine(path, offset, _signature(os.fstat(f.fileno())))
                     continue
                 line = line.decode("utf-8", errors="replace").strip()
                 if line:
@@ -269,9 +269,22 @@ class LongLine:
     from its first NUL character on: on the TensorFlow backend the line ends there too.
     """
 
-    def __init__(self, path, offset):
+    def __init__(self, path, offset, signature):
         self.path = path
         self.offset = offset
+        self.signature = signature  # of the file when the line was found (`_signature`)
+
+    def _open(self):
+        """The file, if it is still the one the line was found in; else `ChangedFileError`."""
+        f = open(self.path, "rb")  # noqa: SIM115 (the callers close it)
+        if _signature(os.fstat(f.fileno())) != self.signature:
+            f.close()
+            raise ChangedFileError(
+                f"The training file {self.path} changed while the run read it: the line at "
+                f"byte {self.offset} is no longer there to read. Keep the text unchanged "
+                "during a run (write a new corpus elsewhere)."
+            )
+        return f
 
     def sentence(self, tokenization_mode):
         return StreamedSentence(self, tokenization_mode)
@@ -280,7 +293,7 @@ class LongLine:
         """The offset where the line's text ends (its line end, the file's end, or on the
         TensorFlow backend its first NUL byte), found by one pass over its bytes."""
         stop = re.compile(rb"[\r\n\0]" if keras_backend() == "tensorflow" else rb"[\r\n]")
-        with open(self.path, "rb") as f:
+        with self._open() as f:
             f.seek(self.offset)
             position = self.offset
             while block := f.read(_SCAN_BYTES):
@@ -293,7 +306,7 @@ class LongLine:
     def pieces(self, start, end, backward=False):
         """Decoded pieces of the bytes `[start, end)`, each cut at a space or a tab, in file
         order or (`backward`) from the end."""
-        with open(self.path, "rb") as f:
+        with self._open() as f:
             rest = b""
             position = start if not backward else end
             while True:
@@ -510,7 +523,7 @@ class _LineIndex:
                     offset = int(self.offsets[index][line])
                     text = _read_line(f, offset)
                     if text is LongLine:
-                        text = LongLine(self.files[index], offset)
+                        text = LongLine(self.files[index], offset, self.signatures[index])
                     elif text is None:  # past the end: cut short since the last check
                         self.check_unchanged()
                         raise ChangedFileError(

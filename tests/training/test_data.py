@@ -255,6 +255,24 @@ def test_a_long_line_is_streamed_into_the_same_windows(tmp_path, monkeypatch):
         assert batches(resumed, skip=30) == reference[30:]
 
 
+def test_a_long_line_of_a_file_changed_under_it_is_one_clear_error(tmp_path, monkeypatch):
+    """Issue 39, points 6 and 9: a long line is read from its file as the windows need it; a
+    file rewritten since the line was found is refused, never read at the old offset."""
+    from elmo_keras.training import data
+
+    monkeypatch.setattr(data, "_LONG_LINE_BYTES", 300)
+    path = tmp_path / "text.txt"
+    path.write_bytes(b"short line\n" + b"a b " * 200 + b"\n")
+    for shuffle in (False, True):
+        stream = iter(SentenceStream(path, shuffle=shuffle, seed=0, epochs=1))
+        sentences = [next(stream), next(stream)]
+        long = next(s for s in sentences if not isinstance(s, list))
+        path.write_bytes(b"short line\n" + b"b a " * 200 + b"c\n")  # rewritten in place
+        with pytest.raises(data.ChangedFileError, match=f"^The training file {path} changed"):
+            long.window(0, 5)
+        path.write_bytes(b"short line\n" + b"a b " * 200 + b"\n")
+
+
 def test_packing_a_long_line_holds_pieces_not_copies_of_it(tmp_path, monkeypatch):
     """Issue 39, point 6: a one-line corpus at batch 16 held a tokenized copy of the line in
     every row (one 10M-token line: 13.8 GB). Each row now holds a piece of it: the peak of
