@@ -204,6 +204,7 @@ def make_dataset(
     skip=0,
     input_context=None,
     prefetch=4,
+    errors=None,
 ):
     """A `tf.data.Dataset` of per-replica batches from a `WindowPacker` factory.
 
@@ -220,6 +221,9 @@ def make_dataset(
         batch_size: int. The global batch size.
         input_context: `tf.distribute.InputContext` or None (one replica).
         skip: int. Global batches to skip first (resume).
+        errors: list or None. Receives the exception the packer raised, if any (TensorFlow
+            reports it as an `OpError` with the Python traceback inside its message; the
+            caller re-raises this one instead: one line, as a `ValueError` is).
     """
     import tensorflow as tf
 
@@ -237,11 +241,16 @@ def make_dataset(
 
     def generator():
         packer = packer_fn()
-        for batch in packer.batches(skip=skip):
-            epoch = np.int32(packer.epoch)
-            for r in range(first_replica, first_replica + local):
-                rows = slice(r * per_replica, (r + 1) * per_replica)
-                yield {**{key: value[rows] for key, value in batch.items()}, "epoch": epoch}
+        try:
+            for batch in packer.batches(skip=skip):
+                epoch = np.int32(packer.epoch)
+                for r in range(first_replica, first_replica + local):
+                    rows = slice(r * per_replica, (r + 1) * per_replica)
+                    yield {**{key: value[rows] for key, value in batch.items()}, "epoch": epoch}
+        except (ValueError, OSError) as error:  # a changed text file, a failed read
+            if errors is not None:
+                errors.append(error)
+            raise
 
     signature = batch_spec(unroll_steps, max_characters_per_token, per_replica)
     signature["epoch"] = tf.TensorSpec([], tf.int32)
