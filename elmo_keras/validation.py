@@ -58,17 +58,26 @@ def check_regular_file(path, what, expected):
         FileNotFoundError: `path` does not exist ("options file not found: PATH").
         ValueError: `path` is a directory, a FIFO, a device or a socket.
     """
+    problem = file_problem(path)
+    if problem == "missing":
+        raise FileNotFoundError(f"{what} not found: {os.fspath(path)}")
+    if problem == "a directory":
+        raise ValueError(f"{what} {os.fspath(path)} is a directory; expected {expected}")
+    if problem is not None:
+        raise ValueError(
+            f"{what} {os.fspath(path)} is not a regular file ({problem}); expected {expected}"
+        )
+
+
+def file_problem(path):
+    """What keeps `path` from being read as a regular file, found without opening it (links
+    followed): `None`, `"missing"`, or what it is instead (`file_kind`: "a directory", "a FIFO
+    (named pipe)", "a device", ...)."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise FileNotFoundError(f"{what} not found: {os.fspath(path)}") from None
-    if stat.S_ISDIR(mode):
-        raise ValueError(f"{what} {os.fspath(path)} is a directory; expected {expected}")
-    if not stat.S_ISREG(mode):
-        raise ValueError(
-            f"{what} {os.fspath(path)} is not a regular file ({file_kind(mode)}); "
-            f"expected {expected}"
-        )
+        return "missing"
+    return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
 def check_number(name, value, minimum=None, maximum=None, include_maximum=True):

@@ -14,7 +14,7 @@ from elmo_keras.text.pretokenize import (
     TOKENIZATION_MODES,
     tokenize_python,
 )
-from elmo_keras.validation import file_kind
+from elmo_keras.validation import file_kind, file_problem
 
 
 def split_lines(text):
@@ -185,16 +185,13 @@ def check_input_file(flag, path):
 
     if path is None or is_url(str(path)):
         return
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise CommandError(f"{flag}: file not found: {path}") from None
-    if stat.S_ISDIR(mode):
+    problem = file_problem(path)
+    if problem == "missing":
+        raise CommandError(f"{flag}: file not found: {path}")
+    if problem == "a directory":
         raise CommandError(f"{flag} must be a file, not a folder. Received: {path}")
-    if not stat.S_ISREG(mode):
-        raise CommandError(
-            f"{flag} must be a regular file, not {file_kind(mode)}. Received: {path}"
-        )
+    if problem is not None:
+        raise CommandError(f"{flag} must be a regular file, not {problem}. Received: {path}")
 
 
 class Progress:
