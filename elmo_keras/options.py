@@ -24,6 +24,7 @@ import pathlib
 
 from elmo_keras.files import write_text
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
+from elmo_keras.validation import check_regular_file
 
 ACTIVATIONS = ("relu", "tanh")
 # Every key bilm-tf's sections may hold; anything else is refused.
@@ -234,12 +235,9 @@ def bilm_kwargs_to_options(kwargs):
 def read_options(path):
     """Reads a bilm-tf `options.json` and returns it as a dict, checked."""
     path = pathlib.Path(path)
+    check_regular_file(path, "options file", "a JSON file")  # a FIFO would wait forever
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"options file not found: {path}") from None
-    except IsADirectoryError:
-        raise ValueError(f"options file {path} is a directory, not a file") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"options file {path} is not UTF-8 text: {error.reason}") from None
     try:

@@ -6,6 +6,8 @@ check raises a `ValueError` that names the argument, what was expected and what 
 """
 
 import numbers
+import os
+import stat
 import warnings
 
 
@@ -25,6 +27,57 @@ def check_int(name, value, minimum=1, maximum=None, allow_none=False):
             bound += " or None"
         raise ValueError(f"`{name}` must be an integer {bound}. Received: {name}={value!r}")
     return int(value)
+
+
+def file_kind(mode):
+    """What a file of `os.stat` mode `mode` is, in words ("a FIFO", "a device", ...)."""
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "an unusual file"
+
+
+def check_regular_file(path, what, expected):
+    """Refuses, without opening it, a `path` that is not a regular file (links followed).
+
+    Opening a FIFO waits for a writer and reading a device (`/dev/zero`) never ends: both are
+    refused here, before any `open`.
+
+    Args:
+        path: str or path-like.
+        what: str. The file's role, first in the message ("options file").
+        expected: str. What it should be ("a JSON file").
+
+    Raises:
+        FileNotFoundError: `path` does not exist ("options file not found: PATH").
+        ValueError: `path` is a directory, a FIFO, a device or a socket.
+    """
+    problem = file_problem(path)
+    if problem == "missing":
+        raise FileNotFoundError(f"{what} not found: {os.fspath(path)}")
+    if problem == "a directory":
+        raise ValueError(f"{what} {os.fspath(path)} is a directory; expected {expected}")
+    if problem is not None:
+        raise ValueError(
+            f"{what} {os.fspath(path)} is not a regular file ({problem}); expected {expected}"
+        )
+
+
+def file_problem(path):
+    """What keeps `path` from being read as a regular file, found without opening it (links
+    followed): `None`, `"missing"`, or what it is instead (`file_kind`: "a directory", "a FIFO
+    (named pipe)", "a device", ...)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
 def check_number(name, value, minimum=None, maximum=None, include_maximum=True):

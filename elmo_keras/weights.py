@@ -19,6 +19,7 @@ from elmo_keras.options import (  # noqa: F401  (public in this module since 0.1
     read_options,
     write_options,
 )
+from elmo_keras.validation import check_regular_file
 
 SOFTMAX = ("softmax/W", "softmax/b")  # the datasets of `softmax.hdf5`
 
@@ -53,17 +54,6 @@ def _read(handle, name, path, shape=None, what="weight file"):
             "is damaged)"
         )
     return array
-
-
-def _check_file(path, what):
-    """A missing file is a `FileNotFoundError`; a folder or a device (`/dev/null`) is a
-    `ValueError` saying so, not "not found"."""
-    if path.is_file():
-        return
-    if not path.exists():
-        raise FileNotFoundError(f"{what} not found: {path}")
-    kind = "a directory" if path.is_dir() else "not a regular file (a device or a pipe?)"
-    raise ValueError(f"{what} {path} is {kind}; expected an hdf5 file")
 
 
 def _check_finite(array, name, path, what="weight file"):
@@ -120,7 +110,7 @@ def read_weight_arrays(weights_path, shapes, check_finite=True):
     import h5py
 
     weights_path = pathlib.Path(weights_path)
-    _check_file(weights_path, "weight file")
+    check_regular_file(weights_path, "weight file", "an hdf5 file")
     try:
         handle = h5py.File(weights_path, "r")
     except (OSError, RuntimeError, ValueError) as error:
@@ -219,7 +209,7 @@ def load_softmax(path, check_finite=True):
     import h5py
 
     path = pathlib.Path(path)
-    _check_file(path, "softmax file")
+    check_regular_file(path, "softmax file", "an hdf5 file")
     try:
         handle = h5py.File(path, "r")
     except (OSError, RuntimeError, ValueError) as error:

@@ -1,8 +1,10 @@
 """Helpers shared by the subcommands: input reading, files named by flags, a progress bar."""
 
 import contextlib
+import functools
 import os
 import pathlib
+import stat
 import sys
 import time
 
@@ -12,6 +14,7 @@ from elmo_keras.text.pretokenize import (
     TOKENIZATION_MODES,
     tokenize_python,
 )
+from elmo_keras.validation import file_kind, file_problem
 
 
 def split_lines(text):
@@ -28,6 +31,7 @@ def split_lines(text):
 
 
 STDIN = "-"  # `--input -`: standard input (a file named "-" is `./-`)
+MAX_LINE_BYTES = 16 * 2**20  # the longest input line (a sentence of millions of tokens)
 
 
 def iter_lines(path):
@@ -36,8 +40,9 @@ def iter_lines(path):
     A leading UTF-8 byte-order mark is dropped. Only b"\n" ends a line (UTF-8 never uses that
     byte inside a character, so each line decodes on its own), one "\r" before it is dropped,
     and a final "\n" does not start an extra line. `path` `"-"` reads standard input (left
-    open). A missing file, a folder, or bytes that are not UTF-8 (named by line and byte) are a
-    `CommandError`.
+    open). A missing file, a folder, bytes that are not UTF-8 (named by line and byte) or a
+    line longer than `MAX_LINE_BYTES` (memory stays bounded on endless input without line
+    ends) are a `CommandError`.
     """
     if str(path) == STDIN:
         name, handle = "standard input", contextlib.nullcontext(sys.stdin.buffer)
@@ -52,7 +57,13 @@ def iter_lines(path):
             raise CommandError(f"input is a directory, not a file: {path}") from None
     with handle as handle:
         offset = 0
-        for number, raw in enumerate(handle):
+        read = functools.partial(handle.readline, MAX_LINE_BYTES + 1)
+        for number, raw in enumerate(iter(read, b"")):
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise CommandError(
+                    f"line {number + 1} of {name} is longer than {MAX_LINE_BYTES} bytes "
+                    "(a file without line ends?)"
+                )
             start = 3 if number == 0 and raw.startswith(b"\xef\xbb\xbf") else 0
             if start == len(raw):
                 break  # a file that is only a byte-order mark has no line
@@ -95,18 +106,54 @@ def count_tokens(path, mode=DEFAULT_TOKENIZATION_MODE):
     return lines, tokens
 
 
-def input_sentences(path, mode=DEFAULT_TOKENIZATION_MODE):
-    """`(lines, tokens, sentences)` for a command that needs the sizes before the work.
+def input_source(path):
+    """How `embed` reads `path`, found without reading it: `"file"` for a regular file,
+    `"stream"` for standard input (`"-"`) or a pipe (`/dev/stdin`, a FIFO), which can be read
+    only once. A missing path, a folder, a device (`/dev/zero` never ends) or a socket is a
+    `CommandError` (exit code 2); so is standard input redirected from a device other than a
+    terminal."""
+    if str(path) == STDIN:
+        mode = os.fstat(sys.stdin.fileno()).st_mode if _has_descriptor(sys.stdin) else None
+        if mode is None or stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or sys.stdin.isatty():
+            return "stream"
+        raise CommandError(
+            f"--input -: standard input must be a file, a pipe or a terminal, not {file_kind(mode)}"
+        )
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise CommandError(f"input file not found: {path}") from None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "stream"
+    if stat.S_ISDIR(mode):
+        raise CommandError(f"input is a directory, not a file: {path}")
+    raise CommandError(
+        f"--input must be a regular file, a pipe or - (standard input), not {file_kind(mode)}. "
+        f"Received: {path}"
+    )
 
-    A regular file is read twice: `count_tokens` now, then `sentences`, a lazy
-    `iter_sentences(path)`, one line at a time. A pipe (`/dev/stdin`, a FIFO) can be read only
-    once: it is read whole here and `sentences` is a list; so is standard input (`"-"`).
+
+def _has_descriptor(stream):
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a test's `io.BytesIO`, a closed stream
+        return False
+    return True
+
+
+def input_sentences(path, mode=DEFAULT_TOKENIZATION_MODE):
+    """`(lines, tokens, sentences)` for `embed` (after `input_source`).
+
+    A regular file is read twice: `count_tokens` now (the sizes for the progress bar and the
+    free-space check), then `sentences`, a lazy `iter_sentences(path)`, one line at a time. A
+    stream (standard input, a pipe) can be read only once: `lines` and `tokens` are `None` and
+    `sentences` reads it as it comes, one line at a time (memory does not grow with it).
     """
-    regular = str(path) != STDIN and (pathlib.Path(path).is_file() or not os.path.exists(path))
-    if regular:  # a missing file: `count_tokens` names it
-        return *count_tokens(path, mode), iter_sentences(path, mode)
-    sentences = read_sentences(path, mode)
-    return len(sentences), sum(len(s) for s in sentences), sentences
+    if input_source(path) == "stream":
+        return None, None, iter_sentences(path, mode)
+    return *count_tokens(path, mode), iter_sentences(path, mode)
 
 
 def read_sentences(path, mode=DEFAULT_TOKENIZATION_MODE):
@@ -130,16 +177,21 @@ def add_tokenization_argument(parser, what):
 
 
 def check_input_file(flag, path):
-    """A file named by `flag` that is missing, or a folder, is a usage mistake (`CommandError`,
-    exit code 2) found before any work; `None` and URLs (downloaded later) pass."""
+    """A file named by `flag` that is missing, a folder, a FIFO, a device or a socket is a
+    usage mistake (`CommandError`, exit code 2) found before any work and before it is opened
+    (opening a FIFO waits for a writer; a device never ends); `None` and URLs (downloaded
+    later) pass."""
     from elmo_keras.download import is_url
 
     if path is None or is_url(str(path)):
         return
-    if pathlib.Path(path).is_dir():
-        raise CommandError(f"{flag} must be a file, not a folder. Received: {path}")
-    if not pathlib.Path(path).exists():
+    problem = file_problem(path)
+    if problem == "missing":
         raise CommandError(f"{flag}: file not found: {path}")
+    if problem == "a directory":
+        raise CommandError(f"{flag} must be a file, not a folder. Received: {path}")
+    if problem is not None:
+        raise CommandError(f"{flag} must be a regular file, not {problem}. Received: {path}")
 
 
 class Progress:

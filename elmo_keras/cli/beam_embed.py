@@ -6,7 +6,7 @@ import re
 import uuid
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import add_tokenization_argument
+from elmo_keras.cli._common import add_tokenization_argument, check_input_file
 
 INSTALL_HINT = 'apache-beam is not installed: pip install "elmo-keras[beam]"'
 
@@ -95,6 +95,8 @@ def _local(path):
 def _check_files(args, file_systems):
     if not file_systems.exists(args.model):
         raise CommandError(f"--model not found: {args.model}")
+    if "://" not in args.model:
+        check_input_file("--model", args.model)  # a FIFO or a device: one line, never opened
     if not file_systems.match([args.input])[0].metadata_list:
         raise CommandError(f"--input matched no files: {args.input}")
     existing = own_shards(file_systems, args.output)

@@ -22,8 +22,9 @@ def add_parser(subparsers):
         "dataset per line, named by its 0-based line number, of shape "
         "(n_layers + 1, n_tokens, 2 * projection_dim) (--layers all; top or average: "
         "(n_tokens, 2 * projection_dim)). Every sentence starts from zero state; "
-        "the output does not depend on --batch-size or --max-tokens. The file is read and "
-        "written as a stream: memory does not grow with its length.",
+        "the output does not depend on --batch-size or --max-tokens. The input is read and "
+        "the output written as a stream: memory does not grow with their length (a line "
+        "holds at most 16 MiB).",
     )
     parser.add_argument("--options", help="bilm-tf options.json, a path or URL (Keras backend)")
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL (Keras backend)")
@@ -40,7 +41,11 @@ def add_parser(subparsers):
         "`elmo-keras presets`",
     )
     parser.add_argument(
-        "--input", required=True, help="text file, one sentence per line; - reads standard input"
+        "--input",
+        required=True,
+        help="text file, one sentence per line; - reads standard input. A file is read "
+        "twice (sizes first: progress and free space are known before the work); standard "
+        "input or a pipe once, as it comes (no progress bar, no free-space check first)",
     )
     parser.add_argument("--output", required=True, help="hdf5 file to write")
     parser.add_argument(
@@ -159,7 +164,10 @@ def make_embedder(args):
             raise CommandError("--backend onnx needs --model M.onnx")
         from elmo_keras.runtime import OnnxEmbedder
 
-        named_a_file = pathlib.Path(args.model).is_file()
+        model = pathlib.Path(args.model)
+        if model.exists() and not model.is_dir():
+            check_input_file("--model", model)  # a FIFO or a device: one line, never opened
+        named_a_file = model.is_file()
         try:
             return OnnxEmbedder(args.model, batch_size=args.batch_size, max_tokens=args.max_tokens)
         except (FileNotFoundError, ValueError) as error:
@@ -238,23 +246,39 @@ def check_arguments(args):
             raise CommandError(f"{flag} must be a positive integer. Received: {value}")
 
 
+class _Counted:
+    """Passes sentences through, counting the lines and tokens (of a stream, read once)."""
+
+    def __init__(self, sentences):
+        self.sentences = sentences
+        self.lines = self.tokens = 0
+
+    def __iter__(self):
+        for sentence in self.sentences:
+            self.lines += 1
+            self.tokens += len(sentence)
+            yield sentence
+
+
 def run(args):
-    from elmo_keras.cli._common import Progress, input_sentences
+    from elmo_keras.cli._common import Progress, input_sentences, input_source
     from elmo_keras.files import write_datasets
 
     check_arguments(args)
-    # The sizes, without the model.
-    lines, tokens, sentences = input_sentences(args.input, args.tokenization_mode)
+    input_source(args.input)  # missing, a folder or a device: one line, nothing read
     with contextlib.ExitStack() as held:
-        output = check_output_location(args, held)
+        output = check_output_location(args, held)  # before any input is read
+        # The sizes, without the model (a file's first pass; a stream has none).
+        lines, tokens, sentences = input_sentences(args.input, args.tokenization_mode)
         embedder = make_embedder(args)
-        check_free_space(output, tokens, embedder, args.layers)
+        if tokens is not None:
+            check_free_space(output, tokens, embedder, args.layers)
+        counted = _Counted(sentences)
         index = SentenceIndex() if args.sentence_index else None
-        if index:
-            sentences = index.recorded(sentences)
+        sentences = index.recorded(counted) if index else counted
         # A second pass streams: one chunk of sentences and one batch of arrays in memory at a
         # time, each batch written as it finishes (in length order; datasets named by line).
-        pairs = embedder.iter_embed(sentences, progress=Progress(lines))
+        pairs = embedder.iter_embed(sentences, progress=Progress(lines or 0))
         datasets = select_layers(finite_datasets(pairs, output), args.layers)
         if index:  # after the last sentence's dataset: by then every sentence has been read
             datasets = itertools.chain(datasets, (index.dataset() for _ in range(1)))
@@ -263,5 +287,5 @@ def run(args):
         except RuntimeError as error:  # an hdf5 failure that is not an OSError: one line too
             reason = " ".join(str(error).split())
             raise OSError(f"could not write {output}: {reason}; nothing was written") from None
-    print(f"wrote {lines} sentences ({tokens} tokens) to {output}")
+    print(f"wrote {counted.lines} sentences ({counted.tokens} tokens) to {output}")
     return 0

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from elmo_keras.text.char_ids import BOS_TOKEN, EOS_TOKEN
-from elmo_keras.validation import check_int
+from elmo_keras.validation import check_int, check_regular_file
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -122,6 +122,7 @@ class Vocabulary:
             A `Vocabulary`.
         """
         tokens = []
+        check_regular_file(path, "vocabulary file", "a text file, one token a line")
         with open(os.fspath(path), encoding="utf-8") as f:
             lines = f.read().split("\n")
         if lines and lines[-1] == "":

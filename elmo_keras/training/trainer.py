@@ -203,8 +203,9 @@ class Trainer(TrainerBase):
         def packer():
             return WindowPacker(stream(), self.vocabulary, *sizes)
 
+        errors = []  # what the packer raised (a text file changed under the run): re-raised
         dataset = self.strategy.distribute_datasets_from_function(
-            lambda ctx: make_dataset(packer, *sizes, skip, ctx)
+            lambda ctx: make_dataset(packer, *sizes, skip, ctx, errors=errors)
         )
         iterator = iter(dataset)
         while True:
@@ -212,6 +213,10 @@ class Trainer(TrainerBase):
                 batch = next(iterator)
             except (StopIteration, tf.errors.OutOfRangeError):
                 return
+            except tf.errors.OpError:
+                if errors:
+                    raise errors[0] from None
+                raise
             epoch = int(self.strategy.experimental_local_results(batch.pop("epoch"))[0])
             yield batch, epoch
 

@@ -37,7 +37,8 @@ class WindowPacker:
     is padded, and the stream stops after it.
 
     Args:
-        sentences: iterable of lists of str.
+        sentences: iterable of lists of str (or of `data.StreamedSentence`, a long line
+            read from its file a window at a time).
         vocabulary: `Vocabulary`. Targets outside it map to `<UNK>`.
         batch_size: int. Rows (the global batch).
         unroll_steps: int. Window length.
@@ -91,7 +92,7 @@ class WindowPacker:
                 segments = []
                 filled = 0
                 while filled < self.unroll_steps:
-                    if current[i] is None or current[i][2] >= len(current[i][0]) + 1:
+                    if current[i] is None or not _positions(current[i][0], current[i][2], 1):
                         current[i] = None
                         if exhausted:
                             break
@@ -102,7 +103,7 @@ class WindowPacker:
                             break
                         current[i] = [tokens, None, 0]
                     tokens, _, start = current[i]
-                    take = min(len(tokens) + 1 - start, self.unroll_steps - filled)
+                    take = _positions(tokens, start, self.unroll_steps - filled)
                     segments.append((current[i], start, start + take))
                     current[i][2] = start + take
                     filled += take
@@ -133,22 +134,19 @@ class WindowPacker:
         for i, segments in enumerate(rows):
             fw_in, fw_out, bw_in, bw_out = [], [], [], []
             for state, start, stop in segments:
-                tokens = state[0]
-                if state[1] is None:
-                    state[1] = self._ids(tokens)
-                ids = state[1]
-                n = len(tokens)
-                # Forward stream positions 0..n: inputs <S> w1..wn, targets w1..wn </S>.
-                forward_inputs = [BOS_TOKEN, *tokens]
-                forward_targets = [*ids, eos]
-                # Backward stream positions 0..n: inputs </S> wn..w1, targets wn..w1 <S>.
-                backward_inputs = [EOS_TOKEN, *tokens[::-1]]
-                backward_targets = [*ids[::-1], bos]
-                del n
-                fw_in += forward_inputs[start:stop]
-                fw_out += forward_targets[start:stop]
-                bw_in += backward_inputs[start:stop]
-                bw_out += backward_targets[start:stop]
+                # Positions 0..n of the forward stream: inputs <S> w1..wn, targets w1..wn </S>;
+                # of the backward stream: inputs </S> wn..w1, targets wn..w1 <S>. Each
+                # direction's tokens `start - 1 .. stop - 1` make the window's part.
+                forward, backward = _window_tokens(state[0], start, stop)
+                k = stop - start
+                for tokens, inputs, targets, first, last in (
+                    (forward, fw_in, fw_out, BOS_TOKEN, eos),
+                    (backward, bw_in, bw_out, EOS_TOKEN, bos),
+                ):
+                    inputs += [first, *tokens[: k - 1]] if start == 0 else tokens[:k]
+                    following = (tokens if start == 0 else tokens[1:])[:k]
+                    targets += self._ids(following)
+                    targets += [last] * (k - len(following))  # position n: the end marker
             length = len(fw_in)
             if not length:
                 continue
@@ -165,6 +163,24 @@ class WindowPacker:
             "forward_targets": fw_targets,
             "backward_targets": bw_targets,
         }
+
+
+def _positions(tokens, start, most):
+    """How many of the `most` positions from `start` a sentence still has (positions `0..n`
+    for `n` tokens): a list of tokens, or a `data.StreamedSentence` (a long line read from its
+    file a window at a time)."""
+    if isinstance(tokens, list | tuple):
+        return max(0, min(len(tokens) + 1 - start, most))
+    return tokens.positions(start, most)
+
+
+def _window_tokens(tokens, start, stop):
+    """The tokens `start - 1 .. stop - 1` (those that exist) of the forward order and of the
+    backward (reversed) order of a sentence, as lists."""
+    if not isinstance(tokens, list | tuple):
+        return tokens.window(start, stop)
+    lo, n = max(start - 1, 0), len(tokens)
+    return list(tokens[lo:stop]), list(tokens[max(n - stop, 0) : n - lo][::-1])
 
 
 def batch_spec(unroll_steps, max_characters_per_token, rows=None):
@@ -188,6 +204,7 @@ def make_dataset(
     skip=0,
     input_context=None,
     prefetch=4,
+    errors=None,
 ):
     """A `tf.data.Dataset` of per-replica batches from a `WindowPacker` factory.
 
@@ -204,6 +221,9 @@ def make_dataset(
         batch_size: int. The global batch size.
         input_context: `tf.distribute.InputContext` or None (one replica).
         skip: int. Global batches to skip first (resume).
+        errors: list or None. Receives the exception the packer raised, if any (TensorFlow
+            reports it as an `OpError` with the Python traceback inside its message; the
+            caller re-raises this one instead: one line, as a `ValueError` is).
     """
     import tensorflow as tf
 
@@ -221,11 +241,16 @@ def make_dataset(
 
     def generator():
         packer = packer_fn()
-        for batch in packer.batches(skip=skip):
-            epoch = np.int32(packer.epoch)
-            for r in range(first_replica, first_replica + local):
-                rows = slice(r * per_replica, (r + 1) * per_replica)
-                yield {**{key: value[rows] for key, value in batch.items()}, "epoch": epoch}
+        try:
+            for batch in packer.batches(skip=skip):
+                epoch = np.int32(packer.epoch)
+                for r in range(first_replica, first_replica + local):
+                    rows = slice(r * per_replica, (r + 1) * per_replica)
+                    yield {**{key: value[rows] for key, value in batch.items()}, "epoch": epoch}
+        except (ValueError, OSError) as error:  # a changed text file, a failed read
+            if errors is not None:
+                errors.append(error)
+            raise
 
     signature = batch_spec(unroll_steps, max_characters_per_token, per_replica)
     signature["epoch"] = tf.TensorSpec([], tf.int32)

@@ -37,19 +37,81 @@ def test_a_pipe_is_read_once(tmp_path):
     os.mkfifo(fifo)
     writer = threading.Thread(target=lambda: fifo.write_text("a b\n\nc\n", encoding="utf-8"))
     writer.start()
-    lines, tokens, sentences = input_sentences(fifo)
+    lines, tokens, sentences = input_sentences(fifo)  # a stream: no sizes, read as it comes
+    assert (lines, tokens, list(sentences)) == (None, None, [["a", "b"], [], ["c"]])
     writer.join(timeout=30)
-    assert (lines, tokens, sentences) == (3, 3, [["a", "b"], [], ["c"]])
 
 
 def test_dash_reads_standard_input(monkeypatch):
     stdin = io.TextIOWrapper(io.BytesIO("\ufeffa b\r\n\nc \u00e9\n".encode()), encoding="utf-8")
     monkeypatch.setattr(sys, "stdin", stdin)
-    assert input_sentences("-") == (3, 4, [["a", "b"], [], ["c", "\u00e9"]])
+    lines, tokens, sentences = input_sentences("-")
+    assert (lines, tokens, list(sentences)) == (None, None, [["a", "b"], [], ["c", "\u00e9"]])
     assert not stdin.closed  # standard input is the caller's, left open
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n")))
     with pytest.raises(CommandError, match=r"^standard input is not UTF-8 text"):
-        input_sentences("-")
+        list(input_sentences("-")[2])
+
+
+class _Lines(io.RawIOBase):
+    """`count` lines `b"word\n"` (`yes word | head -n COUNT`), made as they are read."""
+
+    def __init__(self, count, line=b"word\n"):
+        self.left = count
+        self.line = line
+        self.given = 0  # bytes read so far
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = min(len(buffer) // len(self.line), self.left)
+        buffer[: n * len(self.line)] = self.line * n
+        self.left -= n
+        self.given += n * len(self.line)
+        return n * len(self.line)
+
+
+def test_standard_input_is_streamed_not_held(monkeypatch):
+    """Issue 39, point 11: `--input -` reads standard input as it comes (it held all of it: 16M
+    lines took 1.67 GB): after the first sentences, only a buffer's worth has been read."""
+    source = _Lines(2_000_000)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(source)))
+    lines, tokens, sentences = input_sentences("-")
+    assert (lines, tokens) == (None, None)
+    assert [next(sentences) for _ in range(3)] == [["word"]] * 3
+    assert source.given <= 64 * 1024, source.given  # of 10 MB
+
+
+def test_a_line_without_end_is_refused_at_the_limit(monkeypatch):
+    """Issue 39, point 11: an endless line (`cat /dev/zero |`) stops at `MAX_LINE_BYTES` with
+    one line, not a `MemoryError`."""
+    from elmo_keras.cli import _common
+
+    monkeypatch.setattr(_common, "MAX_LINE_BYTES", 1000)
+    source = _Lines(10_000, line=b"\0" * 100)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(source)))
+    with pytest.raises(CommandError, match=r"^line 1 of standard input is longer than 1000 "):
+        list(input_sentences("-")[2])
+    assert source.given < 10_000
+
+
+def test_a_device_or_a_folder_is_refused_without_reading(tmp_path):
+    """Issue 39, point 11: `--input /dev/zero` was a `MemoryError` traceback (read forever)."""
+    from elmo_keras.cli._common import input_source
+
+    for path, message in [
+        (
+            "/dev/zero",
+            "--input must be a regular file, a pipe or - (standard input), not a "
+            "device. Received: /dev/zero",
+        ),
+        (tmp_path, f"input is a directory, not a file: {tmp_path}"),
+        (tmp_path / "missing", f"input file not found: {tmp_path / 'missing'}"),
+    ]:
+        with pytest.raises(CommandError) as error:
+            input_source(path)
+        assert str(error.value) == message
 
 
 def test_every_flag_of_every_command_has_help_with_its_default():

@@ -27,3 +27,20 @@ def test_embed_reads_standard_input(tmp_path, onnx_model, monkeypatch, capsys):
         assert sorted(got) == sorted(want) == ["0", "1", "2"]
         for name in want:
             np.testing.assert_array_equal(got[name][...], want[name][...])
+
+
+def test_the_output_is_checked_before_standard_input_is_read(tmp_path, onnx_model, monkeypatch):
+    """Issue 39, point 11: an existing output was reported after a whole pass over standard
+    input (50 s); now before a byte is read. A device as the input is one line, exit 2."""
+    from tests.cli.test_common import _Lines
+
+    output = tmp_path / "out.hdf5"
+    output.write_bytes(b"kept")
+    source = _Lines(1000)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(source)))
+    argv = ["embed", "--model", str(onnx_model), "--output", str(output)]
+    assert main([*argv, "--input", "-"]) == 2
+    assert source.given == 0 and output.read_bytes() == b"kept"
+    output.unlink()
+    assert main([*argv, "--input", "/dev/zero"]) == 2  # was a MemoryError traceback
+    assert not output.exists()

@@ -82,3 +82,76 @@ def test_an_export_folder_given_to_the_keras_backend_points_to_its_onnx_model(tm
     argv = ["embed", "--model", str(export), "--input", str(text)]
     assert main([*argv, "--output", str(tmp_path / "out.hdf5")]) == 2
     assert f"(for its ONNX model: --model {export / 'model.onnx'})" in _one_line(capsys, "embed")
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    """A FIFO nobody writes to. Should a command open it, a helper thread opens its other end
+    and closes it at once (an empty file), so that the test fails instead of hanging."""
+    import os
+    import threading
+
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    done = threading.Event()
+
+    def release_readers():
+        while not done.wait(0.2):
+            try:  # succeeds only while a reader waits in `open`
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=release_readers, daemon=True)
+    thread.start()
+    yield path
+    done.set()
+    thread.join()
+
+
+def test_a_fifo_or_a_device_named_by_a_file_flag_is_refused_before_it_is_opened(
+    tmp_path, fifo, capsys
+):
+    """Issue 39, point 12: opening a FIFO waits for a writer and a device never ends: every
+    file flag refuses both in one line, exit 2, without opening them."""
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n", encoding="utf-8")
+    model = tmp_path / "model"
+    model.mkdir()
+    out = str(tmp_path / "out.hdf5")
+    embed = ["embed", "--input", str(text), "--output", out]
+    train = ["train", "--train", str(text), "--output", str(tmp_path / "run"), "--steps", "1"]
+    cases = [  # (argv, the flag named)
+        ([*embed, "--options", "FILE", "--weights", str(text)], "--options"),
+        ([*embed, "--options", str(text), "--weights", "FILE"], "--weights"),
+        ([*embed, "--backend", "onnx", "--model", "FILE"], "--model"),
+        (["export", "--options", "FILE", "--weights", str(text), "--output", out], "--options"),
+        (["dump-token-embeddings", "--vocab", "FILE", "--output", out], "--vocab"),
+        ([*train, "--vocab", "FILE"], "--vocab"),
+        ([*train, "--init-options", "FILE", "--init-weights", str(text)], "--init-options"),
+        ([*train, "--init-options", str(text), "--init-weights", "FILE"], "--init-weights"),
+        (
+            ["evaluate", "--model", str(model), "--data", str(text), "--basis-vocab", "FILE"],
+            "--basis-vocab",
+        ),
+    ]
+    for argv, flag in cases:
+        for special, kind in ((fifo, "a FIFO (named pipe)"), ("/dev/zero", "a device")):
+            command = [str(special) if a == "FILE" else a for a in argv]
+            assert main(command) == 2, command
+            message = f"{flag} must be a regular file, not {kind}. Received: {special}"
+            assert message in _one_line(capsys, argv[0]), command
+    assert not any(p.name.startswith(("out", "run")) for p in tmp_path.iterdir())
+
+
+def test_the_library_refuses_a_fifo_or_a_device_as_options_or_vocabulary(fifo):
+    """Issue 39, point 12: `read_options` and `Vocabulary.load` (which read the files of a
+    model folder) refuse a FIFO or a device before opening it."""
+    from elmo_keras.options import read_options
+    from elmo_keras.text.vocabulary import Vocabulary
+
+    for read, what in ((read_options, "options file"), (Vocabulary.load, "vocabulary file")):
+        with pytest.raises(ValueError, match=f"^{what} {fifo} is not a regular file \\(a FIFO"):
+            read(fifo)
+        with pytest.raises(ValueError, match=f"^{what} /dev/zero is not a regular file \\(a dev"):
+            read("/dev/zero")

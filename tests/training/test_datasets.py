@@ -170,6 +170,47 @@ def test_an_extracted_file_with_another_sha256_never_reaches_the_cache(
     assert not list((tmp_path / "cache" / "mr-sentiment").iterdir())
 
 
+def test_a_planted_file_in_the_cache_is_extracted_again(no_data_variables, tmp_path, monkeypatch):
+    """Issue 39, point 10: a file found in the cache's data set folder was used unchecked (a
+    planted one was read as MR data); now it must have its sha256, else it is replaced by a
+    fresh extraction from the pinned archive."""
+    _pin(monkeypatch, "VADER_SDIST", _fake_vader_sdist(tmp_path))
+    key = "mr-sentiment/mr_snippets_sentiment.tsv"
+    monkeypatch.setitem(data.FILE_SHA256, key, _sha(EXPECTED_TSV.encode("utf-8")))
+    planted = tmp_path / "cache" / key
+    planted.parent.mkdir(parents=True)
+    planted.write_text("pos\t4.0\tplanted\n", encoding="utf-8")
+    path = data.mr_sentiment(cache_dir=tmp_path / "cache")
+    assert path == planted and path.read_bytes() == EXPECTED_TSV.encode("utf-8")
+    assert data.mr_sentiment(cache_dir=tmp_path / "cache") == path  # verified: used as it is
+
+
+def test_a_link_in_the_cache_is_refused_never_followed(no_data_variables, tmp_path, monkeypatch):
+    """Issue 39, point 10: a link planted in the cache (a data set's file or its folder) was
+    followed (it read the system's password file as MR data); now it is refused in one line, as
+    in the download cache, and the file it names is neither read nor touched."""
+    _pin(monkeypatch, "VADER_SDIST", _fake_vader_sdist(tmp_path))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("pos\t1.0\tnot for the cache\n", encoding="utf-8")
+    cache = tmp_path / "cache"
+    (cache / "mr-sentiment").mkdir(parents=True)
+    (cache / "mr-sentiment" / data.MR_FILE).symlink_to(secret)
+    with pytest.raises(
+        DownloadError,
+        match="cannot use the cache for the mr-sentiment data set: "
+        "the cache holds a symbolic link at .*mr_snippets_sentiment.tsv",
+    ):
+        data.mr_sentiment(cache_dir=cache)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / data.GLOVE_FILE).write_text("bank 0.5\n", encoding="utf-8")
+    (cache / "glove").symlink_to(elsewhere)
+    with pytest.raises(DownloadError, match=r"the cache holds a symbolic link at .*glove"):
+        data.glove_50d(cache_dir=cache)
+    assert secret.read_text(encoding="utf-8") == "pos\t1.0\tnot for the cache\n"
+    assert [p.name for p in elsewhere.iterdir()] == [data.GLOVE_FILE]
+
+
 def test_glove_subset_is_built_from_the_wheel(no_data_variables, tmp_path, monkeypatch):
     """The words of WikiText-2 (whitespace) and MR (whitespace and punctuation), lower-cased."""
     glove = "".join(

@@ -292,3 +292,30 @@ def test_log_lines_name_the_epoch_when_epochs_are_given(
     assert passes[0] == 1 and passes[-1] == 2 and passes == sorted(passes), passes
     trainer.fit(train_text, steps=result["steps"] + 1, log_every=1)
     assert f"step {result['steps'] + 1}: loss" in capsys.readouterr().out  # no epochs: none named
+
+
+def test_a_text_file_changed_under_the_run_stops_it_with_its_own_error(
+    train_text, train_vocab, tiny_config, monkeypatch
+):
+    """Issue 39, point 9: the packer's error (a training file changed during an epoch) reaches
+    the caller as itself, one line, not as TensorFlow's `OpError` with a traceback inside."""
+    from elmo_keras.training import trainer as trainer_module
+    from elmo_keras.training.data import ChangedFileError
+
+    def changed_stream(*args):
+        yield ["a", "b"]
+        raise ChangedFileError("The training file T changed while the run read it (...)")
+
+    class Stream:
+        epoch = 0
+
+        def __init__(self, *args):
+            self.args = args
+
+        def __iter__(self):
+            return changed_stream()
+
+    monkeypatch.setattr(trainer_module, "SentenceStream", Stream)
+    trainer = Trainer(tiny_config, train_vocab, seed=0)
+    with pytest.raises(ChangedFileError, match="^The training file T changed"):
+        list(trainer._batches(train_text, None, "whitespace", 0, 0))
