@@ -99,14 +99,13 @@ def _check_declaration(item, name, path, shape, what, need):
     declared = tuple(item.shape or ())
     if shape is not None and (
         len(declared) != len(shape)
-        or any(want is not None and got != want for got, want in zip(declared, shape))
+        or any(want is not None and got != want for got, want in zip(declared, shape, strict=True))
     ):
         hint = ""
         if name == "char_embed" and declared[:1] == (shape[0] + 1,):
             hint = " (this file already holds the padding row; bilm-tf files hold 261)"
         raise ValueError(
-            f"{what} {path}: dataset '{name}' has shape {declared}, but {need} "
-            f"{tuple(shape)}{hint}"
+            f"{what} {path}: dataset '{name}' has shape {declared}, but {need} {tuple(shape)}{hint}"
         )
     if item.chunks is not None:
         chunk = int(np.prod(item.chunks, dtype=np.float64)) * dtype.itemsize
