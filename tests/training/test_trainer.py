@@ -292,3 +292,13 @@ def test_log_lines_name_the_epoch_when_epochs_are_given(
     assert passes[0] == 1 and passes[-1] == 2 and passes == sorted(passes), passes
     trainer.fit(train_text, steps=result["steps"] + 1, log_every=1)
     assert f"step {result['steps'] + 1}: loss" in capsys.readouterr().out  # no epochs: none named
+
+
+@pytest.mark.parametrize("step", [-100, 2**62])
+def test_a_checkpoint_step_outside_the_range_is_refused(train_vocab, tiny_config, tmp_path, step):
+    """Issue 39, point 17: step -100 gave "`seed` must be ..." and 2**62 was accepted."""
+    trainer = Trainer(tiny_config, train_vocab, seed=5)
+    trainer.state.step.assign(step)
+    tf.train.CheckpointManager(trainer.state.checkpoint, str(tmp_path), 1).save(3)
+    with pytest.raises(ValueError, match=rf"ckpt-3 holds step {step}; a checkpoint's step is"):
+        Trainer(tiny_config, train_vocab, seed=5).restore(tmp_path)
