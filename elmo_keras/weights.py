@@ -58,7 +58,7 @@ def _check_links(handle, name, path, what, dataset, depth=0):
         if link is None or isinstance(link, h5py.HardLink):
             continue
         if isinstance(link, h5py.ExternalLink):
-            how = f"is an external link to {link.filename}:{link.path}"
+            how = f"is reached through an external link to {link.filename}:{link.path}"
             raise _outside(what, path, dataset, how)
         if not isinstance(link, h5py.SoftLink):
             raise _outside(what, path, dataset, f"is a {type(link).__name__}")

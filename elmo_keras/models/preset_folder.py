@@ -6,7 +6,9 @@ AllenNLP, `elmo-keras embed --model` and `elmo_keras.presets.find_model_files` r
 too:
 
 - `config.json`: the saved object as `keras.saving.serialize_keras_object` writes it (a `BiLM`,
-  or an `ElmoEmbedding` with its biLM's config inside), without its build config.
+  or an `ElmoEmbedding` with its biLM's config inside), without its build config. Read back,
+  its biLM is checked against `options.json` (one architecture, whichever file is read),
+  through the options' limits and the memory check.
 - `metadata.json`: the versions of elmo-keras and Keras, the class, the parameter count, the
   date.
 - `options.json` and `lm_weights.hdf5`: the biLM in bilm-tf's layout. They are its only weight
@@ -177,9 +179,7 @@ def bilm_config(config, folder):
         and inner.get("registered_name") == "elmo_keras>BiLM"
         and isinstance(inner.get("config"), dict)
     ):
-        received = (
-            type(inner).__name__ if not isinstance(inner, dict) else inner.get("registered_name")
-        )
+        received = inner.get("registered_name") if isinstance(inner, dict) else inner
         raise ValueError(
             f"{pathlib.Path(folder) / CONFIG_FILE}: an ElmoEmbedding's config must hold its "
             f"biLM as `config.bilm` (a serialized elmo_keras>BiLM). Received: {received!r}"
