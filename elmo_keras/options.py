@@ -232,6 +232,40 @@ def bilm_kwargs_to_options(kwargs):
     }
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs):
+    found = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKey(key)
+        found[key] = value
+    return found
+
+
+def parse_json(text, source):
+    """Parses a model folder's JSON file (`options.json`, `config.json`) strictly: a key
+    given twice in one object (JSON readers keep one of them silently), nesting deeper than
+    Python's recursion limit and an integer of more digits than Python converts are each one
+    `ValueError` naming `source`, as is invalid JSON."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as error:
+        raise ValueError(
+            f"{source} gives the key {error.args[0]!r} twice in one object; JSON readers keep "
+            "only one of them: give each key once"
+        ) from None
+    except RecursionError:
+        raise ValueError(f"{source} is nested too deeply to be a model's JSON file") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{source} is not valid JSON: {error}") from None
+    except ValueError as error:  # an integer beyond Python's digit limit
+        reason = str(error).split(";")[0]
+        raise ValueError(f"{source} holds a number Python does not read ({reason})") from None
+
+
 def read_options(path):
     """Reads a bilm-tf `options.json` and returns it as a dict, checked."""
     path = pathlib.Path(path)
@@ -240,10 +274,7 @@ def read_options(path):
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(f"options file {path} is not UTF-8 text: {error.reason}") from None
-    try:
-        options = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"options file {path} is not valid JSON: {error}") from None
+    options = parse_json(text, f"options file {path}")
     options_to_bilm_kwargs(options, source=f"options file {path}")
     return options
 

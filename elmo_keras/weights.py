@@ -24,29 +24,141 @@ from elmo_keras.validation import check_regular_file
 SOFTMAX = ("softmax/W", "softmax/b")  # the datasets of `softmax.hdf5`
 
 
-def _read(handle, name, path, shape=None, what="weight file"):
-    """The float dataset `name` as an array. A missing dataset or a damaged file (truncated,
-    corrupted metadata, a failed checksum) is a `ValueError` naming the file and dataset."""
+# A chunk this much larger than its dataset (and than 1 MiB) is refused before it is read: a
+# small compressed chunk that inflates to gigabytes to give a few values.
+_CHUNK_SLACK = 2**20
+_LINK_DEPTH = 16  # soft links followed to reach one dataset (HDF5's own default limit)
+
+
+def _damaged(what, path, name, error):
+    reason = " ".join(str(error).split()) or type(error).__name__
+    return ValueError(
+        f"{what} {path}: dataset '{name}' cannot be read ({reason}); the file is damaged or "
+        "truncated"
+    )
+
+
+def _outside(what, path, name, how):
+    return ValueError(
+        f"{what} {path}: dataset '{name}' {how}; a model file is read only from itself"
+    )
+
+
+def _check_links(handle, name, path, what, dataset, depth=0):
+    """Every link on the way to `name` stays in this file: hard links, and soft links whose
+    own targets do. An external link (to another file) or a user-defined one is refused
+    before it is followed, as is a chain of more than `_LINK_DEPTH` soft links (a loop)."""
     import h5py
 
-    try:
-        item = handle.get(name)
-        array = item[...] if isinstance(item, h5py.Dataset) else item
-        stored = item.attrs.get(CHECKSUM) if isinstance(item, h5py.Dataset) else None
-    except (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError) as error:
-        reason = " ".join(str(error).split()) or type(error).__name__
+    if depth > _LINK_DEPTH:
+        raise _outside(what, path, dataset, f"is reached through more than {_LINK_DEPTH} links")
+    current = "/" if name.startswith("/") else ""
+    for part in filter(None, name.split("/")):
+        parent, current = current, f"{current.rstrip('/')}/{part}" if current else part
+        link = handle.get(current, getlink=True)
+        if link is None or isinstance(link, h5py.HardLink):
+            continue
+        if isinstance(link, h5py.ExternalLink):
+            how = f"is reached through an external link to {link.filename}:{link.path}"
+            raise _outside(what, path, dataset, how)
+        if not isinstance(link, h5py.SoftLink):
+            raise _outside(what, path, dataset, f"is a {type(link).__name__}")
+        target = link.path
+        if not target.startswith("/"):
+            target = f"{parent.rstrip('/')}/{target}" if parent else target
+        _check_links(handle, target, path, what, dataset, depth + 1)
+
+
+def _dataset(handle, name, path, what):
+    """The h5py dataset `name` of `handle`, or None when there is none. Its links, storage and
+    declaration are checked before any of its data is read: a dataset whose data lives in
+    other files (external raw storage, a virtual dataset, an external link) is refused."""
+    import h5py
+
+    _check_links(handle, name, path, what, name)
+    item = handle.get(name)
+    if item is None or not isinstance(item, h5py.Dataset):
+        return item
+    if item.is_virtual:
+        raise _outside(what, path, name, "is a virtual dataset (its data is in other files)")
+    if item.external:
+        files = sorted({str(entry[0]) for entry in item.external})
+        raise _outside(what, path, name, f"stores its data in external files {files[:3]}")
+    return item
+
+
+def _check_declaration(item, name, path, shape, what, need):
+    """The declared dtype, shape and chunking of a dataset, before its data is read: a
+    floating-point type of at most 8 bytes, `shape` where given (None: any size there), and
+    chunks no larger than the dataset (or 1 MiB)."""
+    dtype = item.dtype
+    if dtype.kind != "f" or dtype.itemsize > 8:
         raise ValueError(
-            f"{what} {path}: dataset '{name}' cannot be read ({reason}); the file is damaged "
-            "or truncated"
-        ) from None
+            f"{what} {path}: dataset '{name}' must hold floating-point numbers (float16, 32 or "
+            f"64). Received: {dtype}"
+        )
+    declared = tuple(item.shape or ())
+    if shape is not None and (
+        len(declared) != len(shape)
+        or any(want is not None and got != want for got, want in zip(declared, shape, strict=True))
+    ):
+        hint = ""
+        if name == "char_embed" and declared[:1] == (shape[0] + 1,):
+            hint = " (this file already holds the padding row; bilm-tf files hold 261)"
+        raise ValueError(
+            f"{what} {path}: dataset '{name}' has shape {declared}, but {need} {tuple(shape)}{hint}"
+        )
+    if item.chunks is not None:
+        chunk = int(np.prod(item.chunks, dtype=np.float64)) * dtype.itemsize
+        size = int(np.prod(declared, dtype=np.float64)) * dtype.itemsize
+        if chunk > max(size, _CHUNK_SLACK):
+            raise ValueError(
+                f"{what} {path}: dataset '{name}' is stored in chunks of {chunk:,} bytes, more "
+                f"than the {size:,} bytes it holds; refused unread"
+            )
+
+
+def _stored_checksum(item, name, path, what):
+    """The dataset's `CHECKSUM` attribute (None without one), checked to be one integer before
+    it is read."""
+    if CHECKSUM not in item.attrs:
+        return None
+    attribute = item.attrs.get_id(CHECKSUM)
+    if attribute.shape not in ((), (1,)) or attribute.dtype.kind not in "iu":
+        raise ValueError(
+            f"{what} {path}: dataset '{name}' has a {CHECKSUM} attribute of shape "
+            f"{attribute.shape} and type {attribute.dtype}; expected one integer (the file is "
+            "damaged)"
+        )
+    return int(np.asarray(item.attrs[CHECKSUM]).reshape(()))
+
+
+def _read(handle, name, path, shape=None, what="weight file", need="the options need"):
+    """The float dataset `name` as an array, read only after its links, storage, dtype, shape
+    and chunking are checked (`_dataset`, `_check_declaration`). A missing dataset or a damaged
+    file (truncated, corrupted metadata, a failed checksum) is a `ValueError` naming the file
+    and dataset."""
+    try:
+        item = _dataset(handle, name, path, what)
+        if item is not None and hasattr(item, "dtype"):
+            _check_declaration(item, name, path, shape, what, need)
+            stored = _stored_checksum(item, name, path, what)
+            array = item[...]
+        else:
+            array, stored = item, None
+    except (OSError, RuntimeError, KeyError, TypeError, IndexError) as error:
+        raise _damaged(what, path, name, error) from None
+    except ValueError as error:
+        if str(error).startswith(f"{what} {path}"):
+            raise
+        raise _damaged(what, path, name, error) from None
     if array is None:
-        expected = f" (expected shape {shape} for these options)" if shape else ""
+        expected = f" (expected shape {tuple(shape)} for these options)" if shape else ""
         raise ValueError(f"{what} {path} has no dataset '{name}'{expected}")
-    if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
-        received = getattr(array, "dtype", type(array).__name__)
+    if not isinstance(array, np.ndarray):
         raise ValueError(
             f"{what} {path}: dataset '{name}' must hold floating-point numbers. "
-            f"Received: {received}"
+            f"Received: {type(array).__name__}"
         )
     if stored is not None and crc32(array) != stored:
         raise ValueError(
@@ -57,16 +169,22 @@ def _read(handle, name, path, shape=None, what="weight file"):
 
 
 def _check_finite(array, name, path, what="weight file"):
-    """A NaN or infinite value is a `ValueError` naming the file, the dataset and the count."""
-    if not np.all(np.isfinite(array)):
-        bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+    """A NaN or infinite value is a `ValueError` naming the file, the dataset and the count;
+    checked in float32, the model's type, so a float64 value beyond float32's range (which
+    the cast would make infinite) counts too."""
+    if array.dtype.itemsize > 4:
+        with np.errstate(over="ignore"):
+            array = array.astype(np.float32)
+    finite = np.isfinite(array)
+    if not np.all(finite):
+        bad = int(array.size - np.count_nonzero(finite))
         raise ValueError(
-            f"{what} {path}: dataset '{name}' holds {bad} NaN or infinite values (a corrupted "
-            "or diverged file)"
+            f"{what} {path}: dataset '{name}' holds {bad} NaN or infinite values as float32 (a "
+            "corrupted or diverged file, or float64 values beyond float32's range)"
         )
 
 
-def _check_all_used(handle, arrays, path):
+def _check_all_used(handle, arrays, path, what="weight file"):
     """A dataset the options leave unused means options that do not match the weights (fewer
     highway or LSTM layers than trained): refused rather than silently dropped."""
     import h5py
@@ -78,17 +196,19 @@ def _check_all_used(handle, arrays, path):
         )
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as error:
         reason = " ".join(str(error).split())
-        raise ValueError(f"weight file {path} cannot be read ({reason}); it is damaged") from None
+        raise ValueError(f"{what} {path} cannot be read ({reason}); it is damaged") from None
     unused = sorted(set(found) - set(arrays))
     if unused:
         more = f" and {len(unused) - 3} more" if len(unused) > 3 else ""
         raise ValueError(
-            f"weight file {path} holds datasets these options do not use: {unused[:3]}{more} "
+            f"{what} {path} holds datasets these options do not use: {unused[:3]}{more} "
             "(do the options belong to these weights?)"
         )
 
 
-def read_weight_arrays(weights_path, shapes, check_finite=True):
+def read_weight_arrays(
+    weights_path, shapes, check_finite=True, what="weight file", need="the options need"
+):
     """Reads the datasets `shapes` names from a bilm-tf hdf5 weight file.
 
     Every dataset is checked before anything is returned: a missing, unused or unreadable
@@ -99,10 +219,17 @@ def read_weight_arrays(weights_path, shapes, check_finite=True):
     format), and a flip there that gives another finite number cannot be told from a real
     weight.
 
+    A model file is read only from itself, and no more of it than the model needs: external
+    links, external raw storage and virtual datasets are refused, and each dataset's declared
+    type, shape and chunking are checked before any of its data is read (a file declaring
+    64 TiB, or a small compressed chunk that inflates to gigabytes, is one line, unread).
+
     Args:
         weights_path: str or path-like. The hdf5 file.
         shapes: dict {dataset name: shape}: every dataset the model needs, in reading order.
         check_finite: bool. Scan every value for NaN and infinity. Defaults to `True`.
+        what: str. What to call the file in messages. Defaults to `"weight file"`.
+        need: str. Who needs `shapes`, in messages. Defaults to `"the options need"`.
 
     Returns:
         A dict {dataset name: NumPy array}.
@@ -110,31 +237,20 @@ def read_weight_arrays(weights_path, shapes, check_finite=True):
     import h5py
 
     weights_path = pathlib.Path(weights_path)
-    check_regular_file(weights_path, "weight file", "an hdf5 file")
+    check_regular_file(weights_path, what, "an hdf5 file")
     try:
         handle = h5py.File(weights_path, "r")
     except (OSError, RuntimeError, ValueError) as error:
         reason = " ".join(str(error).split())
-        raise ValueError(
-            f"weight file {weights_path} is not a readable hdf5 file: {reason}"
-        ) from None
+        raise ValueError(f"{what} {weights_path} is not a readable hdf5 file: {reason}") from None
     with handle:
         arrays = {}
         for name, shape in shapes.items():
-            shape = tuple(shape)
-            array = _read(handle, name, weights_path, shape)
-            if array.shape != shape:
-                hint = ""
-                if name == "char_embed" and array.shape[0] == shape[0] + 1:
-                    hint = " (this file already holds the padding row; bilm-tf files hold 261)"
-                raise ValueError(
-                    f"weight file {weights_path}: dataset '{name}' has shape {array.shape}, "
-                    f"but the options need {shape}{hint}"
-                )
+            array = _read(handle, name, weights_path, tuple(shape), what, need)
             if check_finite:
-                _check_finite(array, name, weights_path)
+                _check_finite(array, name, weights_path, what)
             arrays[name] = array
-        _check_all_used(handle, arrays, weights_path)
+        _check_all_used(handle, arrays, weights_path, what)
     return arrays
 
 
@@ -199,25 +315,28 @@ def save_softmax(path, kernel, bias):
     write_datasets(path, zip(SOFTMAX, (kernel, bias), strict=True), checksum=True)
 
 
-def load_softmax(path, check_finite=True):
+def load_softmax(path, check_finite=True, shape=None, need="the model needs"):
     """Reads what `save_softmax` wrote: returns `(kernel, bias)` as NumPy arrays.
 
     Checked as `read_weight_arrays` checks a weight file: a missing or damaged dataset, a
-    failed checksum or (with `check_finite`) a NaN or infinite value is a `ValueError` naming
-    the file and the dataset, so `elmo-keras evaluate` never reports a perplexity of `nan`.
-    """
-    import h5py
+    dataset stored outside the file, a wrong declared shape, a failed checksum or (with
+    `check_finite`) a NaN or infinite value is a `ValueError` naming the file and the dataset,
+    so `elmo-keras evaluate` never reports a perplexity of `nan`.
 
-    path = pathlib.Path(path)
-    check_regular_file(path, "softmax file", "an hdf5 file")
-    try:
-        handle = h5py.File(path, "r")
-    except (OSError, RuntimeError, ValueError) as error:
-        reason = " ".join(str(error).split())
-        raise ValueError(f"softmax file {path} is not a readable hdf5 file: {reason}") from None
-    with handle:
-        arrays = tuple(_read(handle, name, path, what="softmax file") for name in SOFTMAX)
-    if check_finite:
-        for name, array in zip(SOFTMAX, arrays, strict=True):
-            _check_finite(array, name, path, what="softmax file")
-    return arrays
+    Args:
+        path: str or path-like. The hdf5 file.
+        check_finite: bool. Scan every value for NaN and infinity. Defaults to `True`.
+        shape: `(vocabulary_size, projection_dim)` or None (any). Checked against the declared
+            shapes before anything is read.
+        need: str. Who needs `shape`, in messages.
+    """
+    shape = (None, None) if shape is None else tuple(shape)
+    shapes = dict(zip(SOFTMAX, (shape, shape[:1]), strict=True))
+    arrays = read_weight_arrays(path, shapes, check_finite, "softmax file", need)
+    kernel, bias = arrays[SOFTMAX[0]], arrays[SOFTMAX[1]]
+    if bias.shape != kernel.shape[:1]:
+        raise ValueError(
+            f"softmax file {path}: '{SOFTMAX[1]}' has shape {bias.shape}; '{SOFTMAX[0]}' "
+            f"{kernel.shape} needs ({kernel.shape[0]},)"
+        )
+    return kernel, bias

@@ -153,9 +153,14 @@ def _metadata(module, stateful, input_form, extra=None):
         "char_id_bos": str(BOS_CHAR_ID),
         "char_id_eos": str(EOS_CHAR_ID),
     }
-    for key, value in (extra or {}).items():
-        metadata[str(key)] = str(value)
-    return metadata
+    extra = {str(key): str(value) for key, value in (extra or {}).items()}
+    clash = sorted(set(extra) & set(metadata))
+    if clash:  # OnnxEmbedder reads these and checks them against the graph
+        raise ValueError(
+            "`metadata` must not set the keys the model's own metadata holds (they describe "
+            f"the graph). Received: {clash}"
+        )
+    return {**metadata, **extra}
 
 
 def export_onnx(
@@ -186,7 +191,8 @@ def export_onnx(
         stateful: bool. Adds the `state_h` / `state_c` inputs and outputs, to stream a long
             document window by window. Defaults to `False`.
         opset: int. The ONNX opset, 17 or newer. Defaults to `17`.
-        metadata: dict or `None`. Extra `metadata_props` entries (str -> str).
+        metadata: dict or `None`. Extra `metadata_props` entries (str -> str); the model's
+            own keys (`n_layers`, `max_characters_per_token`, ...) cannot be replaced.
         input_form: str. `"token_index"`: the inputs are `token_char_ids` int32 `[U, C]` (the
             distinct tokens of the batch) and `token_index` int32 `[B, T]` (each position's row
             there, -1 = padding), so the char CNN runs once per distinct token.
@@ -215,6 +221,7 @@ def export_onnx(
     if isinstance(opset, bool) or not isinstance(opset, int) or opset < MIN_OPSET:
         raise ValueError(f"`opset` must be an integer >= {MIN_OPSET}. Received: opset={opset!r}")
     module = ElmoServingModule(bilm, scalar_mix=scalar_mix)
+    metadata = _metadata(module, stateful, input_form, metadata)  # checked before converting
     P = module.projection_dim
     function, signature, weights = weights_as_inputs_function(module, input_form, stateful)
     model_proto = _convert(tf2onnx, function, signature, opset)
@@ -227,7 +234,7 @@ def export_onnx(
     onnx_graph.localize_loop_weights(model_proto)
     # Again: the char CNN's weights are in a loop.
     onnx_graph.fold_weight_transforms(model_proto.graph)
-    for key, value in _metadata(module, stateful, input_form, metadata).items():
+    for key, value in metadata.items():
         entry = model_proto.metadata_props.add()
         entry.key, entry.value = key, value
     model_proto.doc_string = (

@@ -53,3 +53,25 @@ def test_the_published_sizes_are_far_inside_the_limits():
     """The Original model (4096 / 512 / 2 layers / 2 highways / 2048 filters) with room to grow."""
     assert LIMITS["lstm.dim"] >= 16 * 4096 and LIMITS["lstm.projection_dim"] >= 32 * 512
     assert LIMITS["char_cnn.filters"] >= 32 * 2048
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[" * 100_000 + "]" * 100_000, "is nested too deeply"),  # was a RecursionError
+        ('{"lstm": {"dim": ' + "9" * 5000 + "}}", "holds a number Python does not read"),
+        (
+            '{"lstm": {"dim": 64, "dim": 4096}, "char_cnn": {}}',  # the last one won, silently
+            "gives the key 'dim' twice in one object",
+        ),
+    ],
+    ids=["deep", "digits", "duplicate"],
+)
+def test_json_that_python_reads_badly_is_one_line_naming_the_file(tmp_path, text, message):
+    """Issue 39, point 17."""
+    path = tmp_path / "options.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as error:
+        read_options(path)
+    assert str(error.value).startswith(f"options file {path} ")
+    assert message in str(error.value) and "\n" not in str(error.value)

@@ -344,7 +344,9 @@ class ElmoEmbedding(keras.layers.Layer):
             `vocab_file` + 1 (bilm-tf's `TokenBatcher` ids, without `<S>` and `</S>`), 0 is
             padding; `word_ids(sentences)` makes them.
         """
-        vocab_to_cache, vectors = read_token_embeddings(vocab_file, embedding_file)
+        vocab_to_cache, vectors = read_token_embeddings(
+            vocab_file, embedding_file, bilm.projection_dim
+        )
         layer = cls(bilm, vocab_to_cache=vocab_to_cache, **kwargs)
         with preset_folder.restoring_cache(layer):  # the vectors come from the file
             layer.build()

@@ -273,22 +273,18 @@ class _SentenceMask(keras.layers.Layer):
         return config
 
 
-def read_token_embeddings(vocab_file, embedding_file):
+def read_token_embeddings(vocab_file, embedding_file, width=None):
     """A bilm-tf vocabulary file and its `dump_token_embeddings` hdf5 -> `(vocab_to_cache,
     vectors)`: entry 0 the padding (a zero row), then the file's tokens and rows in order, so
-    that a token's word id is bilm-tf's `TokenBatcher` id (its line + 1)."""
-    import h5py  # noqa: PLC0415
-
+    that a token's word id is bilm-tf's `TokenBatcher` id (its line + 1). The file is read as
+    a weight file (`elmo_keras.weights.read_weight_arrays`): its `embedding` dataset's declared
+    shape, one row of `width` values (None: any) per token, is checked before it is read."""
     from elmo_keras.text.vocabulary import Vocabulary  # noqa: PLC0415
+    from elmo_keras.weights import read_weight_arrays  # noqa: PLC0415
 
     tokens = list(Vocabulary.load(vocab_file).tokens)
-    with h5py.File(embedding_file, "r") as handle:
-        if "embedding" not in handle:
-            raise ValueError(f"{embedding_file} has no `embedding` dataset (dump-token-embeddings)")
-        rows = np.asarray(handle["embedding"][...], np.float32)
-    if rows.ndim != 2 or rows.shape[0] != len(tokens):
-        raise ValueError(
-            f"{embedding_file}: `embedding` must have one row per token of {vocab_file} "
-            f"({len(tokens)}). Received: shape={rows.shape}"
-        )
+    need = f"one row per token of {vocab_file} ({len(tokens)}) needs"
+    shapes = {"embedding": (len(tokens), width)}
+    rows = read_weight_arrays(embedding_file, shapes, what="token embedding file", need=need)
+    rows = np.asarray(rows["embedding"], np.float32)
     return ["<padding>", *tokens], np.concatenate([np.zeros_like(rows[:1]), rows])

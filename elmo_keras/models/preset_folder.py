@@ -6,7 +6,9 @@ AllenNLP, `elmo-keras embed --model` and `elmo_keras.presets.find_model_files` r
 too:
 
 - `config.json`: the saved object as `keras.saving.serialize_keras_object` writes it (a `BiLM`,
-  or an `ElmoEmbedding` with its biLM's config inside), without its build config.
+  or an `ElmoEmbedding` with its biLM's config inside), without its build config. Read back,
+  its biLM is checked against `options.json` (one architecture, whichever file is read),
+  through the options' limits and the memory check.
 - `metadata.json`: the versions of elmo-keras and Keras, the class, the parameter count, the
   date.
 - `options.json` and `lm_weights.hdf5`: the biLM in bilm-tf's layout. They are its only weight
@@ -30,7 +32,14 @@ import types
 import keras
 
 from elmo_keras.files import atomic_directory, write_datasets, write_text
-from elmo_keras.options import write_options
+from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
+from elmo_keras.options import (
+    bilm_kwargs_to_options,
+    options_to_bilm_kwargs,
+    parse_json,
+    read_options,
+    write_options,
+)
 from elmo_keras.presets import (
     OPTIONS_FILE,
     PRESETS,
@@ -85,9 +94,10 @@ def read_json(folder, name, accepted):
     if not path.is_file():
         return None
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not a JSON file: {error}") from None
+    value = parse_json(text, str(path))
     registered = value.get("registered_name") if isinstance(value, dict) else None
     if not (isinstance(registered, str) and registered.startswith("elmo_keras>")):
         return None
@@ -158,16 +168,84 @@ def save_preset(layer, bilm, folder, overwrite=False):
     return pathlib.Path(folder)
 
 
+def bilm_config(config, folder):
+    """The serialized `BiLM` of a preset folder's `config.json` (`config`, as `read_config`
+    gives it): the config itself, or an `ElmoEmbedding`'s `bilm` entry, checked to be one."""
+    if config["registered_name"] == "elmo_keras>BiLM":
+        return config
+    inner = config["config"].get("bilm")
+    if not (
+        isinstance(inner, dict)
+        and inner.get("registered_name") == "elmo_keras>BiLM"
+        and isinstance(inner.get("config"), dict)
+    ):
+        received = inner.get("registered_name") if isinstance(inner, dict) else inner
+        raise ValueError(
+            f"{pathlib.Path(folder) / CONFIG_FILE}: an ElmoEmbedding's config must hold its "
+            f"biLM as `config.bilm` (a serialized elmo_keras>BiLM). Received: {received!r}"
+        )
+    return inner
+
+
+def checked_architecture(config, folder, kwargs):
+    """A preset folder's biLM config (`config["config"]`) checked against its `options.json`
+    and through the options' limits and the memory check, with `kwargs` (the caller's
+    overrides) applied: the folder has one architecture, whichever file is read.
+
+    Returns:
+        The config to build the biLM from: `options.json`'s architecture, the config's other
+        arguments (`dropout`, `length_aware`, the name) and `kwargs`.
+
+    Raises:
+        ValueError: a value beyond the options' limits, or a key on which `config.json` and
+            `options.json` disagree (one line naming both files and the key).
+        NotEnoughMemory: the weights would not fit in memory.
+    """
+    config_path = pathlib.Path(folder) / CONFIG_FILE
+    options_path = find_model_files(folder)[0]
+    architecture = options_to_bilm_kwargs(read_options(options_path))
+    saved = config["config"]
+    source = f"preset config {config_path}"
+    from_config = _through_limits(saved, architecture, source)
+    for key, value in architecture.items():
+        if from_config[key] != value:
+            raise ValueError(
+                f"{config_path} and {options_path} disagree on `{key}`: {saved[key]!r} in "
+                f"{CONFIG_FILE}, {value!r} in {options_path.name}; a preset folder holds one "
+                "architecture (save it again with `save_to_preset`)"
+            )
+    overridden = sorted(set(kwargs) & set(architecture))
+    if overridden:
+        source = f"{source} with the arguments {overridden}"
+        architecture = _through_limits(kwargs, architecture, source)
+    check_fits(FLOAT_BYTES * bilm_parameters(architecture), "its weights", source)
+    return {**saved, **kwargs, **architecture}
+
+
+def _through_limits(values, architecture, source):
+    """`architecture` (`BiLM` arguments) with the keys of `values` replaced, checked as an
+    options file's are (`options_to_bilm_kwargs`, errors naming `source`)."""
+    given = {key: values.get(key, value) for key, value in architecture.items()}
+    try:
+        options = bilm_kwargs_to_options(given)
+    except TypeError:
+        raise ValueError(
+            f"{source}: `filters` must be a list of [width, count] pairs. "
+            f"Received: {given['filters']!r}"
+        ) from None
+    return options_to_bilm_kwargs(options, source)
+
+
 def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
-    """`cls.from_preset`: a saved preset folder's biLM (its own config, `kwargs` overriding
-    it), else the named preset's or the model folder's `options.json` and hdf5 file."""
+    """`cls.from_preset`: a saved preset folder's biLM (its own config, checked against its
+    `options.json`, `kwargs` overriding it), else the named preset's or the model folder's
+    `options.json` and hdf5 file."""
     config = read_config(preset)
     if config is None:
         options, weights = resolve_preset(preset, cache_dir=cache_dir, progress=progress)
         return cls.from_bilm_tf(options, weights, check_finite=check_finite, **kwargs)
-    if config["registered_name"] != "elmo_keras>BiLM":
-        config = config["config"]["bilm"]  # an ElmoEmbedding's folder: its biLM
-    config = {**config, "config": {**config["config"], **kwargs}}
+    config = bilm_config(config, preset)  # an ElmoEmbedding's folder: its biLM
+    config = {**config, "config": checked_architecture(config, preset, kwargs)}
     bilm = keras.saving.deserialize_keras_object(config)
     if not isinstance(bilm, cls):
         raise ValueError(f"`preset` {str(preset)!r} holds a {type(bilm).__name__}, not a {cls}")

@@ -112,8 +112,11 @@ class Vocabulary:
     def load(cls, path):
         """Reads a vocabulary file (bilm-tf format: one token per line, UTF-8).
 
-        Surrounding whitespace on each line is dropped, a final newline is optional, and the
-        1B Word Benchmark's `!!!MAXTERMID` line is skipped, as bilm-tf does.
+        Surrounding whitespace on each line is dropped, a final newline is optional, a UTF-8
+        byte order mark at the start is dropped (it is not part of the first token), and the
+        1B Word Benchmark's `!!!MAXTERMID` line is skipped, as bilm-tf does. A blank line, a
+        token given twice or bytes that are not UTF-8 are a `ValueError` naming the file and
+        the line.
 
         Args:
             path: str or path-like. The file.
@@ -121,12 +124,21 @@ class Vocabulary:
         Returns:
             A `Vocabulary`.
         """
-        tokens = []
         check_regular_file(path, "vocabulary file", "a text file, one token a line")
-        with open(os.fspath(path), encoding="utf-8") as f:
-            lines = f.read().split("\n")
+        with open(os.fspath(path), "rb") as f:
+            data = f.read()
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            line_number = data.count(b"\n", 0, error.start) + 1
+            raise ValueError(
+                f"A vocabulary file must be UTF-8 text. Received: line {line_number} of {path} "
+                f"holds the byte {data[error.start : error.start + 1]!r}, which is not UTF-8"
+            ) from None
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # universal newlines
         if lines and lines[-1] == "":
             lines.pop()
+        tokens, seen = [], {}
         for line_number, line in enumerate(lines, start=1):
             token = line.strip()
             if not token:
@@ -136,6 +148,12 @@ class Vocabulary:
                 )
             if token in _SKIPPED_LINES:
                 continue
+            if token in seen:
+                raise ValueError(
+                    f"A vocabulary file must give each token once. Received: {token!r} on lines "
+                    f"{seen[token]} and {line_number} of {path}"
+                )
+            seen[token] = line_number
             tokens.append(token)
         return cls(tokens)
 

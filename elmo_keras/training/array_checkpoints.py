@@ -18,6 +18,7 @@ import zipfile
 import numpy as np
 
 from elmo_keras.files import atomic_file, remove_stale
+from elmo_keras.memory import NotEnoughMemory, check_fits
 from elmo_keras.training.checkpoints import kept_checkpoints
 
 SUFFIX = ".npz"
@@ -37,17 +38,83 @@ def write_arrays(path, arrays):
             np.savez(f, __names__=np.frombuffer(json.dumps(names).encode(), np.uint8), **arrays)
 
 
-def read_arrays(path):
+_NAMES_LIMIT = 2**24  # bytes of `__names__`: a few hundred names take a few KB
+
+
+def _declaration(archive, name):
+    """`(shape, dtype)` as the `.npy` header of member `name` declares it: read without
+    decompressing its data."""
+    with archive.open(f"{name}.npy") as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+        else:
+            raise ValueError(f"{name} has .npy format version {version}, not 1.0 or 2.0")
+    if dtype.hasobject:
+        raise ValueError(f"{name} holds Python objects")
+    return tuple(shape), dtype
+
+
+class _Misfit(ValueError):
+    """A member declared with another shape than the run's."""
+
+
+def _checked(archive, name, expected, limit=None):
+    """Member `name` read after its declared shape is checked against `expected` (None: any)
+    and its declared size against `limit` bytes (None: any)."""
+    shape, dtype = _declaration(archive, name)
+    if expected is not None and shape != tuple(expected):
+        raise _Misfit(f"{name} is declared {list(shape)}, expected {list(expected)} (not read)")
+    size = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    if limit is not None and size > limit:
+        raise ValueError(f"{name} is declared {size:,} bytes, more than {limit:,}; not read")
+    with archive.open(f"{name}.npy") as member:
+        return np.lib.format.read_array(member, allow_pickle=False)
+
+
+def read_arrays(path, shapes=None):
     """The arrays of a checkpoint file, a dict in the order they were written.
+
+    Each member's declared shape is read from its header and checked before its data is
+    decompressed, so a member that inflates to gigabytes is refused unread.
+
+    Args:
+        path: the `.npz` file.
+        shapes: dict {name: shape} of the arrays the run needs, or None. Given, only those are
+            read (a name the file lacks is left out, for the caller to name) and each must be
+            declared with its shape; None reads every array, refusing a file whose declared
+            sizes add up to more memory than is available.
 
     Raises:
         ValueError: the file is damaged or is not a checkpoint (one line naming it).
     """
     path = pathlib.Path(path)
     try:
-        with np.load(path, allow_pickle=False) as data:
-            names = json.loads(bytes(data["__names__"]).decode())
-            return {name: data[name] for name in names}
+        with zipfile.ZipFile(path) as archive:
+            raw = _checked(archive, "__names__", None, _NAMES_LIMIT)
+            names = json.loads(bytes(raw).decode())
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ValueError("__names__ is not a list of names")
+            members = set(archive.namelist())
+            if shapes is None:
+                declared = 0
+                for name in names:
+                    shape, dtype = _declaration(archive, name)
+                    declared += int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+                check_fits(declared, "its arrays", f"checkpoint {path}")
+                wanted = names
+            else:
+                wanted = [n for n in names if n in shapes and f"{n}.npy" in members]
+            return {
+                name: _checked(archive, name, None if shapes is None else shapes[name])
+                for name in wanted
+            }
+    except NotEnoughMemory:
+        raise
+    except _Misfit as error:
+        raise ValueError(f"{path} does not fit this run: {error}") from None
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as error:
         raise ValueError(f"{path} is not a readable checkpoint ({error})") from None
 
@@ -61,6 +128,11 @@ def _key(group, index, variable):
     into any model of the run.
     """
     return f"{group}/{index:04d}" + (f"/{variable.name}" if group == "model" else "")
+
+
+def variable_shapes(group, variables):
+    """`{"<group>/<index>/<name>": shape}` of Keras variables: what `read_arrays` expects."""
+    return {_key(group, i, v): tuple(v.shape) for i, v in enumerate(variables)}
 
 
 def variable_arrays(group, variables, to_numpy):

@@ -12,6 +12,7 @@ listed, restored newest-readable-first and named in resume hints here as well. T
 imported by this module.
 """
 
+import numbers
 import pathlib
 import re
 import shutil
@@ -21,6 +22,11 @@ _CHECKPOINT = re.compile(r"^ckpt-(\d+)$")
 _TEMPORARY = re.compile(r"^ckpt-\d+_temp$")
 _FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
 _STATE_PATH = re.compile(r'^(?:all_)?model_checkpoint_paths?:\s*"(.*)"\s*$')
+
+
+# The largest step a checkpoint may hold: the JAX step function takes the step as an int32 (it
+# keys the sampled softmax's candidates); far beyond any run (68 years at 1 step a second).
+MAX_STEP = 2**31 - 1
 
 
 class CheckpointWriteError(OSError):
@@ -40,6 +46,20 @@ def one_line(error, limit=200):
 def _step(prefix):
     match = _CHECKPOINT.match(pathlib.Path(prefix).name)
     return int(match.group(1)) if match else None
+
+
+def check_step(step, path):
+    """A restored checkpoint's step as an int, checked before the run goes on from it: an
+    integer in [0, `MAX_STEP`] (a negative or huge step once surfaced as a "`seed` must be"
+    error, or was accepted). Raises a `ValueError` naming the checkpoint and the limit."""
+    value = step.item() if hasattr(step, "item") else step
+    integer = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not integer or not 0 <= value <= MAX_STEP:
+        raise ValueError(
+            f"{path} holds step {value!r}; a checkpoint's step is an integer in "
+            f"[0, {MAX_STEP:,}] (a damaged or foreign checkpoint)"
+        )
+    return int(value)
 
 
 def kept_checkpoints(directory):

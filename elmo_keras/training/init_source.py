@@ -79,14 +79,11 @@ class InitSource:
         load_weights(model.bilm, self.weights)
         if self.softmax is None:
             return
-        kernel, bias = load_softmax(self.softmax)
-        expected = (model.vocabulary_size, model.projection_dim)
-        if kernel.shape != expected or bias.shape != expected[:1]:
-            raise ValueError(
-                f"softmax file {self.softmax} holds a [{', '.join(map(str, kernel.shape))}] "
-                f"kernel; the run needs [{expected[0]}, {expected[1]}] (its vocab.txt and "
-                "options.json)"
-            )
+        kernel, bias = load_softmax(
+            self.softmax,
+            shape=(model.vocabulary_size, model.projection_dim),
+            need="the run (its vocab.txt and options.json) needs",
+        )
         model.softmax_kernel.assign(kernel)
         model.softmax_bias.assign(bias)
 

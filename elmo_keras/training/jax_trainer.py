@@ -33,9 +33,11 @@ from elmo_keras.training.array_checkpoints import (
     checkpoint_path,
     read_arrays,
     variable_arrays,
+    variable_shapes,
 )
 from elmo_keras.training.checkpoints import (
     CheckpointWriteError,
+    check_step,
     one_line,
     restore_newest_readable,
     resume_hint,
@@ -346,12 +348,19 @@ class JaxTrainer(TrainerBase):
             raise ValueError(
                 f"{path} not found (a TensorFlow checkpoint needs KERAS_BACKEND=tensorflow)"
             )
-        saved = read_arrays(path)
         keep_state = "state" not in skip
-        for name in ("step",) + (("state_h", "state_c") if keep_state else ()):
-            expected = np.shape(getattr(self, name, 0))
-            if name not in saved or saved[name].shape != expected:
+        own = ("step",) + (("state_h", "state_c") if keep_state else ())
+        shapes = {name: np.shape(getattr(self, name, 0)) for name in own}
+        shapes.update(variable_shapes("model", self.model.variables))
+        if "optimizer" not in skip:
+            shapes.update(variable_shapes("optimizer", self.optimizer.variables))
+            if self._accumulator is not None:
+                shapes[_ACCUMULATOR] = tuple(self._accumulator.shape)
+        saved = read_arrays(path, shapes)
+        for name in own:
+            if name not in saved:
                 raise ValueError(f"{path} does not fit this run: {name} missing or reshaped")
+        step = check_step(saved["step"], path)
         self._state = None
         assign_variables("model", self.model.variables, saved, path)
         if "optimizer" not in skip:
@@ -360,7 +369,7 @@ class JaxTrainer(TrainerBase):
                 if _ACCUMULATOR not in saved:
                     raise ValueError(f"{path} does not fit this run: {_ACCUMULATOR} is missing")
                 self._accumulator = jnp.asarray(saved[_ACCUMULATOR])
-        self._step = int(saved["step"])
+        self._step = step
         if keep_state:
             self.state_h, self.state_c = saved["state_h"], saved["state_c"]
 

@@ -75,11 +75,10 @@ def load_language_model(model_dir):
             )
     vocabulary = Vocabulary.load(model_dir / VOCAB_FILE)
     bilm = BiLM.from_bilm_tf(model_dir / OPTIONS_FILE, model_dir / WEIGHTS_FILE)
-    kernel, bias = load_softmax(model_dir / SOFTMAX_FILE)
-    if kernel.shape[0] != len(vocabulary):
-        raise ValueError(
-            f"softmax.hdf5 has {kernel.shape[0]} words but vocab.txt has {len(vocabulary)}."
-        )
+    shape = (len(vocabulary), bilm.projection_dim)
+    kernel, bias = load_softmax(
+        model_dir / SOFTMAX_FILE, shape=shape, need=f"{VOCAB_FILE} and {OPTIONS_FILE} need"
+    )
     model = LanguageModel(bilm, len(vocabulary), 0)
     model.build()
     model.softmax_kernel.assign(kernel)

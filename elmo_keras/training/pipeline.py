@@ -219,12 +219,17 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
     checkpoint = find_checkpoint(run_dir, checkpoint)
     config = normalize_config(saved["config"])
     if pathlib.Path(f"{checkpoint}.npz").is_file():  # the JAX trainer's: any backend reads it
-        from elmo_keras.training.array_checkpoints import assign_variables, read_arrays
+        from elmo_keras.training.array_checkpoints import (
+            assign_variables,
+            read_arrays,
+            variable_shapes,
+        )
         from elmo_keras.training.model_setup import make_language_model
 
         model = make_language_model(config, len(vocabulary), saved["seed"])
         path = f"{checkpoint}.npz"
-        assign_variables("model", model.variables, read_arrays(path), path)
+        arrays = read_arrays(path, variable_shapes("model", model.variables))
+        assign_variables("model", model.variables, arrays, path)
     else:
         import tensorflow as tf
 

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from elmo_keras.training import distribute
 from elmo_keras.training.checkpoints import (
+    check_step,
     remove_orphans,
     restore_newest_readable,
     write_checkpoint,
@@ -126,6 +127,7 @@ class TrainingState:
         status = checkpoint.restore(str(prefix)).assert_existing_objects_matched()
         if skip:
             status.expect_partial()
+        check_step(self.step.numpy(), prefix)
 
     def restore_latest(self, directory, skip=()):
         """Restores the newest readable checkpoint of `directory` (see

@@ -137,5 +137,89 @@ def test_a_foreign_config_json_is_ignored_and_a_wrong_one_is_one_line(tmp_path):
     with pytest.raises(ValueError, match=r"must describe one of .*'elmo_keras>LanguageModel'"):
         BiLM.from_preset(folder)
     config.write_text("{not json")
-    with pytest.raises(ValueError, match=r"config.json is not a JSON file"):
+    with pytest.raises(ValueError, match=r"config.json is not valid JSON"):
         BiLM.from_preset(folder)
+
+
+# Issue 39, point 7: one source of truth per preset folder. `config.json` and `options.json`
+# are checked against each other and through the options' limits and the memory check.
+
+
+@pytest.fixture(scope="module")
+def saved_bilm(tmp_path_factory):
+    return BiLM.from_preset("tiny").save_to_preset(tmp_path_factory.mktemp("saved") / "preset")
+
+
+@pytest.fixture
+def preset(saved_bilm, tmp_path):
+    import shutil
+
+    return shutil.copytree(saved_bilm, tmp_path / "preset")
+
+
+def _edit_config(folder, **values):
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    inner = config["config"]["bilm"]["config"] if "bilm" in config["config"] else config["config"]
+    inner.update(values)
+    path.write_text(json.dumps(config))
+
+
+def _one_line(call):
+    with pytest.raises(ValueError) as error:
+        call()
+    message = str(error.value)
+    assert "\n" not in message, message
+    return message
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("key, value", [("cell_clip", 5.0), ("activation", "tanh")])
+def test_config_and_options_that_disagree_are_one_line_naming_both(preset, key, value):
+    """A different `cell_clip` or `activation` gave vectors 2.37 apart between
+    `from_preset(folder)` and `embed --model folder`, without a word."""
+    _edit_config(preset, **{key: value})
+    message = _one_line(lambda: BiLM.from_preset(preset))
+    assert str(preset / "config.json") in message and str(preset / "options.json") in message
+    assert f"disagree on `{key}`: {value!r} in config.json" in message
+
+
+@pytest.mark.tensorflow_only
+def test_a_config_beyond_the_options_limits_is_refused_before_building(preset):
+    """`lstm_units` 2,000,000 in config.json crashed with SIGSEGV."""
+    _edit_config(preset, lstm_units=2_000_000)
+    message = _one_line(lambda: BiLM.from_preset(preset))
+    assert f"preset config {preset / 'config.json'}" in message
+    assert "`lstm.dim` must be an integer in [1, 65,536]. Received: 2000000" in message
+    _edit_config(preset, lstm_units=read_options(preset / "options.json")["lstm"]["dim"])
+    message = _one_line(lambda: BiLM.from_preset(preset, lstm_units=70_000))
+    assert "with the arguments ['lstm_units']" in message and "65,536" in message
+
+
+@pytest.mark.tensorflow_only
+def test_a_preset_folder_too_large_for_memory_is_one_line(preset, monkeypatch):
+    """A 4 TB architecture in config.json allocated until TensorFlow's OOM."""
+    from elmo_keras import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1000)
+    with pytest.raises(memory.NotEnoughMemory, match=r"config.json: its weights would need"):
+        BiLM.from_preset(preset)
+
+
+@pytest.mark.tensorflow_only
+def test_an_embedding_config_without_its_bilm_is_one_line(tmp_path):
+    folder = ElmoEmbedding.from_preset("tiny").save_to_preset(tmp_path / "elmo")
+    config = json.loads((folder / "config.json").read_text())
+    del config["config"]["bilm"]
+    (folder / "config.json").write_text(json.dumps(config))
+    message = _one_line(lambda: ElmoEmbedding.from_preset(folder))  # was a KeyError
+    assert str(folder / "config.json") in message and "`config.bilm`" in message
+
+
+@pytest.mark.tensorflow_only
+def test_a_key_given_twice_in_a_preset_file_is_one_line(preset):
+    text = (preset / "config.json").read_text()
+    twice = '{"registered_name": "elmo_keras>BiLM", '
+    (preset / "config.json").write_text(text.replace("{", twice, 1))  # the last one won
+    message = _one_line(lambda: BiLM.from_preset(preset))
+    assert "config.json gives the key 'registered_name' twice" in message

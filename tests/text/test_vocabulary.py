@@ -137,6 +137,29 @@ def test_errors(tmp_path):
         Vocabulary.load(path)
 
 
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"<S>\n</S>\nthe\nthe\n", "give each token once. Received: 'the' on lines 3 and 4"),
+        (b"<S>\n</S>\nthe\ncaf\xe9\n", "must be UTF-8 text. Received: line 4"),
+    ],
+    ids=["duplicate", "latin-1"],
+)
+def test_a_bad_vocabulary_file_is_named_with_its_line(tmp_path, data, message):
+    """Issue 39, point 17: these lines named no file."""
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(data)
+    with pytest.raises(ValueError) as error:
+        Vocabulary.load(path)
+    assert message in str(error.value) and str(path) in str(error.value)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_token(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes("\ufeffthe\r\n<S>\r\n</S>\r\n".encode())  # as Windows editors save it
+    assert Vocabulary.load(path).tokens == ("the", "<S>", "</S>")
+
+
 def test_package_import_does_not_import_tensorflow():
     code = (
         "import sys, elmo_keras.text, elmo_keras.text.vocabulary, elmo_keras.text.pretokenize; "

@@ -122,6 +122,20 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
         other.restore_file(tmp_path / "checkpoints" / "ckpt-2")
 
 
+@pytest.mark.parametrize("step", [-100, 2**62])
+def test_a_checkpoint_step_outside_the_range_is_refused(train_vocab, tmp_path, step):
+    """Issue 39, point 17: step -100 gave "`seed` must be ..." and 2**62 was accepted."""
+    from elmo_keras.training.array_checkpoints import variable_arrays, write_arrays
+
+    trainer = _trainer(_config(), train_vocab)
+    arrays = variable_arrays("model", trainer.model.variables, np.asarray)
+    arrays.update(step=np.asarray(step, np.int64), state_h=trainer.state_h)
+    arrays.update(state_c=trainer.state_c)
+    write_arrays(tmp_path / "ckpt-3.npz", arrays)
+    with pytest.raises(ValueError, match=rf"ckpt-3.npz holds step {step}; a checkpoint's step"):
+        trainer.restore_file(tmp_path / "ckpt-3", skip=("optimizer",))
+
+
 def test_leftovers_of_a_killed_save_are_removed(tmp_path):
     """A temporary file of a save whose process is gone is deleted when a manager opens the
     folder; a finished checkpoint is kept."""

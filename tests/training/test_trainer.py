@@ -319,3 +319,13 @@ def test_a_text_file_changed_under_the_run_stops_it_with_its_own_error(
     trainer = Trainer(tiny_config, train_vocab, seed=0)
     with pytest.raises(ChangedFileError, match="^The training file T changed"):
         list(trainer._batches(train_text, None, "whitespace", 0, 0))
+
+
+@pytest.mark.parametrize("step", [-100, 2**62])
+def test_a_checkpoint_step_outside_the_range_is_refused(train_vocab, tiny_config, tmp_path, step):
+    """Issue 39, point 17: step -100 gave "`seed` must be ..." and 2**62 was accepted."""
+    trainer = Trainer(tiny_config, train_vocab, seed=5)
+    trainer.state.step.assign(step)
+    tf.train.CheckpointManager(trainer.state.checkpoint, str(tmp_path), 1).save(3)
+    with pytest.raises(ValueError, match=rf"ckpt-3 holds step {step}; a checkpoint's step is"):
+        Trainer(tiny_config, train_vocab, seed=5).restore(tmp_path)
