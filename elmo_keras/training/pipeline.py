@@ -108,18 +108,25 @@ def _make_trainer(plan):
 
 
 def _start(run, held):
-    """The run's trainer and `RunPlan`: settings resolved, the run folder locked for the run
-    (chief; `held` keeps the lock) and written, the weights restored (resume) or loaded from
-    `init_from`."""
+    """The run's trainer and `RunPlan`: the run folder locked for the run first (chief; `held`
+    keeps the lock), then the settings resolved and written, the weights restored (resume) or
+    loaded from `init_from`."""
+    from elmo_keras.training.distribute import chief_by_environment
     from elmo_keras.training.run_plan import plan_run
 
+    output_dir = pathlib.Path(run.output_dir)
+    locked = held.enter_context(contextlib.ExitStack())
+    chief = chief_by_environment(run.strategy)
+    if chief:  # before the folder is checked or written (issue 39, point 2)
+        locked.enter_context(lock_run(output_dir))
     plan = plan_run(run)
     run = plan.run
     trainer = _make_trainer(plan)
     trainer.data_start_step = plan.settings["data_start_step"]
-    output_dir = pathlib.Path(run.output_dir)
-    if trainer.is_chief:
-        held.enter_context(lock_run(output_dir))
+    if chief and not trainer.is_chief:
+        locked.close()  # the joined processes said otherwise: the chief holds the folder
+    elif trainer.is_chief and not chief:
+        locked.enter_context(lock_run(output_dir))
     restored = None
     if run.resume:
         restored = trainer.restore(output_dir / CHECKPOINTS, plan.restore_skip)
