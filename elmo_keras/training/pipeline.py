@@ -15,6 +15,7 @@ from elmo_keras.files import write_text
 from elmo_keras.training.model_files import MODEL_FILES
 from elmo_keras.training.run_folder import (
     CHECKPOINTS,
+    checkpoint_written,
     find_checkpoint,
     load_run,
     lock_run,
@@ -223,8 +224,31 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
     from elmo_keras.training.model_files import export_model
 
     saved, vocabulary = load_run(run_dir)
-    checkpoint = find_checkpoint(run_dir, checkpoint)
     config = normalize_config(saved["config"])
+    for attempt in range(_RACES):
+        prefix = find_checkpoint(run_dir, checkpoint)
+        try:
+            model = _checkpoint_model(prefix, config, vocabulary, saved)
+            break
+        except Exception:
+            if checkpoint_written(prefix):
+                raise  # not deleted meanwhile: the error is the checkpoint's own
+            if checkpoint is None and attempt + 1 < _RACES:
+                continue  # the running training rotated it away: its newest one now
+            hint = "name a newer one" if checkpoint is not None else "run the snapshot again"
+            raise ValueError(
+                f"the checkpoint {prefix} was deleted while it was read (the running training "
+                f"keeps only its newest checkpoints); {hint}"
+            ) from None
+    export_model(model, vocabulary, output_dir)
+    return prefix
+
+
+_RACES = 3  # checkpoints rotated away while `export_checkpoint` reads the newest
+
+
+def _checkpoint_model(checkpoint, config, vocabulary, saved):
+    """The `LanguageModel` of a checkpoint prefix of a run (JAX's `.npz` or TensorFlow's)."""
     if pathlib.Path(f"{checkpoint}.npz").is_file():  # the JAX trainer's: any backend reads it
         from elmo_keras.training.array_checkpoints import assign_variables, read_arrays
         from elmo_keras.training.model_setup import make_language_model
@@ -241,8 +265,7 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
         state = TrainingState(config, len(vocabulary), strategy, saved["seed"])
         state.restore(checkpoint, skip=("optimizer", "state"))  # not exported; they may differ
         model = state.model
-    export_model(model, vocabulary, output_dir)
-    return checkpoint
+    return model
 
 
 def _test_prefix(test_path, max_tokens, destination):

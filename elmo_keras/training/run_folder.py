@@ -24,10 +24,10 @@ import pathlib
 from elmo_keras.files import write_text
 from elmo_keras.output_access import exclusive_lock
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.model_files import VOCAB_FILE, save_vocabulary
+from elmo_keras.training.model_files import RUN_LOCK_FILE, VOCAB_FILE, save_vocabulary
 
 CONFIG_FILE = "training_config.json"
-LOCK_FILE = ".run.lock"
+LOCK_FILE = RUN_LOCK_FILE
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 
@@ -164,7 +164,7 @@ def has_checkpoints(run_dir):
     return checkpoints.is_dir() and any(checkpoints.iterdir())
 
 
-def _written(prefix):
+def checkpoint_written(prefix):
     """Whether a checkpoint prefix has its files: TensorFlow's `.index` or the JAX `.npz`."""
     return pathlib.Path(f"{prefix}.index").is_file() or pathlib.Path(f"{prefix}.npz").is_file()
 
@@ -183,13 +183,13 @@ def find_checkpoint(run_dir, checkpoint=None):
     from elmo_keras.training.checkpoints import kept_checkpoints
 
     checkpoints = pathlib.Path(run_dir) / CHECKPOINTS
-    kept = [p for p in kept_checkpoints(checkpoints) if _written(p)]
+    kept = [p for p in kept_checkpoints(checkpoints) if checkpoint_written(p)]
     if checkpoint is None:
         if not kept:
             raise ValueError(f"No checkpoint in {checkpoints}.")
         return kept[0]
     for prefix in (pathlib.Path(checkpoint), checkpoints / checkpoint):
-        if _written(prefix):
+        if checkpoint_written(prefix):
             return str(prefix)
     kept = sorted(pathlib.Path(p).name for p in kept)
     raise ValueError(
