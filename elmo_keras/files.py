@@ -9,10 +9,8 @@ process by that signal (not by an exception, which the library running at that m
 TensorFlow's tracing, may swallow); Ctrl-C's `KeyboardInterrupt` cleans up on its way out.
 SIGKILL cannot be caught: temporary names carry the writer's host and process id
 (`.NAME.partial-HOST.PID.XXXXXXXX`, like git's `gc.pid`), and the next write of `NAME` removes
-those of ended processes (`remove_stale`); nothing else is ever removed.
-
-One writer per output and the permissions a finished output gets (0666 or 0777 less the
-umask): `elmo_keras.output_access`, which `atomic_file` and `atomic_directory` use.
+those of ended processes (`remove_stale`); nothing else is ever removed. One writer per
+output, what may be replaced and the permissions: `elmo_keras.output_access`.
 """
 
 import contextlib
@@ -22,7 +20,6 @@ import re
 import shutil
 import signal
 import socket
-import stat
 import tempfile
 import threading
 import zlib
@@ -254,35 +251,26 @@ def atomic_directory(output, overwrite=False, replaces=None, inputs=()):
     The block holds `output`'s lock (`output_access.output_lock`: a second writer of `output`
     gets a `BlockingIOError`). The temporary folder is created in `output`'s parent, after the
     leftovers of interrupted writes of `output` are removed (`remove_stale`). On an exception
-    it is deleted and `output` is left as it was. With `overwrite=True` an existing `output` is
-    moved aside, replaced, then deleted; if the final rename fails the old output is put back.
-    The new folder gets the usual permissions (0777 less the umask).
-
-    What may be replaced is checked under the lock, before the block and again before the swap
-    (`output_access.check_replaceable`): never the working folder or a folder holding one of
-    `inputs`; with `replaces`, only a folder it recognises.
+    it is deleted and `output` is left as it was. With `overwrite=True` an existing `output`
+    (one `check_replaceable` allows) is moved aside, replaced, then deleted; if the final rename
+    fails the old output is put back. The new folder gets the usual permissions.
 
     Args:
         output: str or path-like. The folder to create.
         overwrite: bool. Replace an existing `output`. Defaults to `False`.
-        replaces: `(description, recognise)` or `None`: the only folders `overwrite` replaces
-            (`check_replaceable`'s `kind`), e.g. an earlier export. Defaults to `None`: any
-            folder but those above.
-        inputs: iterable of paths the caller reads. Defaults to none.
+        replaces, inputs: `output_access.check_replaceable`'s `kind` and `inputs`, checked under
+            the lock before and after the block. Default: any folder but the working one.
     """
     output = check_output(output, overwrite, kind="directory").absolute()
-    kind = replaces or ("a folder", lambda folder, entries: True)
     output.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(output):
         check_output(output, overwrite, kind="directory")  # another writer may have finished
-        if output.is_dir():
-            check_replaceable(output, kind, inputs)
+        check_replaceable(output, replaces, inputs)
         remove_stale(output)
         with temporary_output(output, is_folder=True) as staging:
             yield staging
             check_output(output, overwrite, kind="directory")  # not made meanwhile by others
-            if output.is_dir():
-                check_replaceable(output, kind, inputs)  # nor filled with other things
+            check_replaceable(output, replaces, inputs)  # nor filled meanwhile
             give_usual_mode(staging, is_folder=True)
             with deferred_signals():  # the swap is not cut in the middle
                 _swap_into_place(staging, output)
@@ -306,84 +294,6 @@ def _swap_into_place(staging, output):
             shutil.rmtree(aside, ignore_errors=True)
         else:
             aside.unlink()
-
-
-SWITCH_FOLDER = ".files.next"  # a complete set of files being moved into its folder
-
-
-def switch_files(staging, folder):
-    """Moves every file of the folder `staging` (in `folder`) into `folder` as one change.
-
-    A set of files that belong together (a model's options, weights, vocabulary and softmax)
-    cannot be renamed into place in one step. `staging`, complete, is first renamed to
-    `folder/.files.next` (one atomic step: from then on the new set is the one that counts),
-    then each file is renamed out of it, then it is removed. A SIGKILL between two renames
-    leaves the rest there: `finish_switch` (which every writer of the folder and every reader
-    of a model folder calls first) moves them in, so the files are never read as a mix of two
-    sets. The caller holds `folder`'s lock (`output_access.output_lock`); signals wait.
-    """
-    folder = pathlib.Path(folder)
-    finish_switch(folder)
-    pending = folder / SWITCH_FOLDER
-    with deferred_signals():
-        os.replace(staging, pending)
-        _move_out(pending, folder)
-
-
-def _move_out(pending, folder):
-    for entry in sorted(os.scandir(pending), key=lambda e: e.name):
-        if not entry.is_file(follow_symlinks=False):
-            raise OSError(f"{entry.path} is not a regular file; it is not moved into {folder}")
-        os.replace(entry.path, folder / entry.name)
-    pending.rmdir()
-
-
-def finish_switch(folder):
-    """Finishes a `switch_files` into `folder` that a SIGKILL cut short: the files still in
-    `folder/.files.next` are moved in. The caller holds `folder`'s lock. Returns whether there
-    was one to finish.
-
-    Raises:
-        OSError: `.files.next` is a link, not a folder, another user's, or cannot be emptied.
-    """
-    folder = pathlib.Path(folder)
-    pending = folder / SWITCH_FOLDER
-    try:
-        info = os.lstat(pending)
-    except FileNotFoundError:
-        return False
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise OSError(
-            f"{pending} (the files of a write that was cut short) is not a folder of this "
-            "user's; remove it by hand"
-        )
-    with deferred_signals():
-        _move_out(pending, folder)
-    return True
-
-
-def settle_folder(folder):
-    """For a reader of a model folder: finishes a `switch_files` a SIGKILL cut short (under the
-    folder's lock) before anything is read, so that no mix of two sets is read.
-
-    Raises:
-        ValueError: one line: a live writer holds the folder, or the switch cannot be finished
-            (no permission: the folder is someone else's).
-    """
-    folder = pathlib.Path(folder)
-    if not os.path.lexists(folder / SWITCH_FOLDER):
-        return
-    try:
-        with output_lock(folder):
-            finish_switch(folder)
-    except BlockingIOError as error:
-        raise ValueError(f"{error} (its files are being replaced)") from None
-    except OSError as error:
-        raise ValueError(
-            f"{folder} holds the files of a write that was cut short ({folder / SWITCH_FOLDER}) "
-            f"and they cannot be moved in here: {error.strerror or error}; run the command that "
-            "wrote them again"
-        ) from None
 
 
 CHECKSUM = "crc32"  # the attribute `write_datasets(..., checksum=True)` gives each dataset

@@ -226,14 +226,15 @@ def _listing(entries, shown=6):
 
 
 def check_replaceable(output, kind, inputs=()):
-    """Raises a `ValueError` unless replacing the existing folder `output` loses nothing but an
-    earlier output of the same kind (see the module docstring).
+    """Raises a `ValueError` unless replacing the folder `output` (if there is one) loses
+    nothing but an earlier output of the same kind (see the module docstring).
 
     Args:
-        output: str or path-like. An existing folder.
+        output: str or path-like. A folder, or a path with none (nothing is checked).
         kind: `(description, recognise)`: what the command writes, in words (`"an export
             folder"`), and a callable given the folder and the set of its entries' names, true
-            for a folder that command wrote. An empty folder is always replaceable.
+            for a folder that command wrote; an empty folder is always replaceable. `None`:
+            any folder but the working one or one holding `inputs`.
         inputs: iterable of paths (or `None`). What the command reads: a folder holding one is
             never replaced.
 
@@ -241,6 +242,8 @@ def check_replaceable(output, kind, inputs=()):
         ValueError: one line naming `output` and what it holds.
     """
     output = pathlib.Path(output)
+    if not output.is_dir():
+        return
     where = output.resolve()
     here = pathlib.Path.cwd().resolve()
     if where == here or where in here.parents:
@@ -253,9 +256,9 @@ def check_replaceable(output, kind, inputs=()):
             raise ValueError(
                 f"{output} holds the input {path}; it is never replaced: choose another output"
             )
-    description, recognise = kind
+    description, recognise = kind or ("a folder", None)
     entries = set(os.listdir(output))
-    if entries and not recognise(output, entries):
+    if entries and recognise is not None and not recognise(output, entries):
         raise ValueError(
             f"{output} is not {description} (it holds {_listing(entries)}); only "
             f"{description} is replaced, so that nothing else is lost: choose another output"

@@ -18,7 +18,7 @@ import os
 import pathlib
 
 from elmo_keras.download import URL_SCHEME, DownloadError, cached_path, default_cache_dir
-from elmo_keras.files import settle_folder
+from elmo_keras.file_switch import settle_folder
 from elmo_keras.options import read_options
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"

@@ -70,8 +70,7 @@ def check_export_output(output, overwrite=False, inputs=()):
         OSError: nothing can be created there.
     """
     output = check_output(output, overwrite, kind="directory")
-    if output.is_dir():
-        check_replaceable(output, EXPORT_FOLDER, inputs)
+    check_replaceable(output, EXPORT_FOLDER, inputs)
     check_writable(output)
     return output
 

@@ -35,14 +35,14 @@ def run(args):
     if not os.path.isfile(os.path.join(args.run, "training_config.json")):
         raise CommandError(f"--run: not a training run (no training_config.json): {args.run}")
     from elmo_keras.output_access import output_lock
-    from elmo_keras.training.run_folder import lock_run
+    from elmo_keras.training.run_folder import LOCK_FILE, lock_run
 
     output = pathlib.Path(args.output).absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     own_run = output.resolve() == pathlib.Path(args.run).resolve()
     with contextlib.ExitStack() as held:
         held.enter_context(output_lock(output))  # a second snapshot ends with one line, exit 1
-        if own_run or os.path.lexists(output / ".run.lock"):
+        if own_run or os.path.lexists(output / LOCK_FILE):
             held.enter_context(lock_run(output))  # a live run's folder is refused
         _check_output(args, output, own_run)
         from elmo_keras.cli import import_tensorflow

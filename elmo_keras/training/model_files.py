@@ -6,18 +6,10 @@ A model folder holds `options.json` and `lm_weights.hdf5` (bilm-tf's layout, rea
 atomically. TensorFlow is imported by the functions that need it, not by this module.
 """
 
-import contextlib
-import os
 import pathlib
 
-from elmo_keras.files import (
-    atomic_file,
-    finish_switch,
-    remove_stale,
-    settle_folder,
-    switch_files,
-    temporary_output,
-)
+from elmo_keras.file_switch import finish_switch, settle_folder, switch_files
+from elmo_keras.files import atomic_file, remove_stale, temporary_output
 from elmo_keras.options import write_options
 from elmo_keras.output_access import output_lock
 from elmo_keras.text.vocabulary import Vocabulary
@@ -27,7 +19,6 @@ WEIGHTS_FILE = "lm_weights.hdf5"
 VOCAB_FILE = "vocab.txt"
 SOFTMAX_FILE = "softmax.hdf5"
 MODEL_FILES = (OPTIONS_FILE, WEIGHTS_FILE, VOCAB_FILE, SOFTMAX_FILE)
-RUN_LOCK_FILE = ".run.lock"  # a training run's folder lock (`run_folder.lock_run`)
 
 
 def save_vocabulary(vocabulary, path):
@@ -40,11 +31,12 @@ def export_model(model, vocabulary, output_dir):
     """Writes a trained `LanguageModel`: options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5.
 
     The four files are written in a temporary folder inside `output_dir` first and switched
-    into place together once all are complete (`files.switch_files`: signals wait for the
+    into place together once all are complete (`file_switch.switch_files`: signals wait for the
     renames, and a SIGKILL between two of them is finished by the next writer or reader): a
     failure or an interruption leaves the files already there as they were, never a mix of old
-    and new. The folder's lock is held meanwhile (`output_access.output_lock`), and a training
-    run's folder lock (`.run.lock`) too where there is one: a live run's folder is refused.
+    and new. The folder's lock is held meanwhile (`output_access.output_lock`); a training
+    run's folder is the caller's to lock (`run_folder.lock_run`: the run itself, or
+    `pipeline.export_checkpoint`).
 
     Args:
         model: `LanguageModel`. Its biLM and softmax are written (float32 whatever the compute
@@ -58,12 +50,7 @@ def export_model(model, vocabulary, output_dir):
 
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as held:
-        held.enter_context(output_lock(output_dir))
-        if os.path.lexists(output_dir / RUN_LOCK_FILE):  # the run's own thread holds it already
-            from elmo_keras.training.run_folder import lock_run  # noqa: PLC0415 (a cycle)
-
-            held.enter_context(lock_run(output_dir))
+    with output_lock(output_dir):
         finish_switch(output_dir)  # a killed write's files first
         remove_stale(output_dir / WEIGHTS_FILE)  # a staging folder of a killed write
         with temporary_output(output_dir / WEIGHTS_FILE, is_folder=True) as staging:

@@ -7,6 +7,7 @@ any kept checkpoint of a run in the same layout; `quickstart` is the README's Wi
 
 import contextlib
 import json
+import os
 import pathlib
 import sys
 import time
@@ -15,6 +16,7 @@ from elmo_keras.files import write_text
 from elmo_keras.training.model_files import MODEL_FILES
 from elmo_keras.training.run_folder import (
     CHECKPOINTS,
+    LOCK_FILE,
     checkpoint_written,
     find_checkpoint,
     load_run,
@@ -217,9 +219,21 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
         checkpoint: str or None. A checkpoint prefix (`run_dir/checkpoints/ckpt-2000`), a bare
             name (`ckpt-2000`), or None for the latest.
 
+    A training run's folder as `output_dir` is locked meanwhile (`lock_run`): a live run's is
+    refused. A checkpoint the running training deletes while it is read (its rotation) is
+    replaced by its newest one when none was named, else it is one line.
+
     Returns:
         The checkpoint prefix that was written out.
     """
+
+    with contextlib.ExitStack() as held:
+        if os.path.lexists(pathlib.Path(output_dir) / LOCK_FILE):
+            held.enter_context(lock_run(output_dir))  # reentrant for a caller holding it
+        return _export_checkpoint(run_dir, output_dir, checkpoint)
+
+
+def _export_checkpoint(run_dir, output_dir, checkpoint):
     from elmo_keras.training.configs import normalize_config
     from elmo_keras.training.model_files import export_model
 

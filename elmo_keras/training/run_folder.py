@@ -24,10 +24,10 @@ import pathlib
 from elmo_keras.files import write_text
 from elmo_keras.output_access import exclusive_lock
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.model_files import RUN_LOCK_FILE, VOCAB_FILE, save_vocabulary
+from elmo_keras.training.model_files import VOCAB_FILE, save_vocabulary
 
 CONFIG_FILE = "training_config.json"
-LOCK_FILE = RUN_LOCK_FILE
+LOCK_FILE = ".run.lock"
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 

