@@ -5,7 +5,8 @@ four files in one step. `switch_files` first renames the complete set's folder i
 folder as `.files.next` (one atomic step: from then on the new set is the one that counts), then
 renames each file out of it. A SIGKILL between two renames leaves the rest in `.files.next`;
 `finish_switch` moves them in (every writer calls it first) and `settle_folder` does so for a
-reader, under the folder's lock, before anything is read.
+reader, before anything is read. Both hold the folder's `folder_lock` (`.files.lock` inside
+it, so that writing a folder's files needs no right on its parent), as writers do.
 
 Plain Python (no TensorFlow).
 """
@@ -15,15 +16,29 @@ import pathlib
 import stat
 
 from elmo_keras.files import deferred_signals
-from elmo_keras.output_access import output_lock
+from elmo_keras.output_access import exclusive_lock
 
+SWITCH_LOCK = ".files.lock"
 SWITCH_FOLDER = ".files.next"  # a complete set of files being moved into its folder
+
+
+def folder_lock(folder):
+    """An exclusive lock on `folder`'s set of files (`output_access.exclusive_lock` on
+    `folder/.files.lock`, removed afterwards).
+
+    Raises:
+        BlockingIOError: another writer holds it; the message names `folder` and the holder.
+    """
+    return exclusive_lock(
+        pathlib.Path(folder) / SWITCH_LOCK,
+        lambda holder: f"{folder}'s files are being written by another run ({holder})",
+    )
 
 
 def switch_files(staging, folder):
     """Moves every file of the complete folder `staging` (in `folder`) into `folder` as one
     change (see the module docstring): a cut-short switch of an earlier writer is finished
-    first. The caller holds `folder`'s lock (`output_access.output_lock`); signals wait."""
+    first. The caller holds `folder_lock(folder)`; signals wait."""
     folder = pathlib.Path(folder)
     finish_switch(folder)
     pending = folder / SWITCH_FOLDER
@@ -42,8 +57,8 @@ def _move_out(pending, folder):
 
 def finish_switch(folder):
     """Finishes a `switch_files` into `folder` that a SIGKILL cut short: the files still in
-    `folder/.files.next` are moved in. The caller holds `folder`'s lock. Returns whether there
-    was one to finish.
+    `folder/.files.next` are moved in. The caller holds `folder_lock(folder)`. Returns whether
+    there was one to finish.
 
     Raises:
         OSError: `.files.next` is a link, not a folder, another user's, or cannot be emptied.
@@ -76,10 +91,10 @@ def settle_folder(folder):
     if not os.path.lexists(folder / SWITCH_FOLDER):
         return
     try:
-        with output_lock(folder):
+        with folder_lock(folder):
             finish_switch(folder)
     except BlockingIOError as error:
-        raise ValueError(f"{error} (its files are being replaced)") from None
+        raise ValueError(f"{error}; wait for it to end") from None
     except OSError as error:
         raise ValueError(
             f"{folder} holds the files of a write that was cut short ({folder / SWITCH_FOLDER}) "

@@ -8,10 +8,9 @@ atomically. TensorFlow is imported by the functions that need it, not by this mo
 
 import pathlib
 
-from elmo_keras.file_switch import finish_switch, settle_folder, switch_files
+from elmo_keras.file_switch import finish_switch, folder_lock, settle_folder, switch_files
 from elmo_keras.files import atomic_file, remove_stale, temporary_output
 from elmo_keras.options import write_options
-from elmo_keras.output_access import output_lock
 from elmo_keras.text.vocabulary import Vocabulary
 
 OPTIONS_FILE = "options.json"
@@ -34,7 +33,7 @@ def export_model(model, vocabulary, output_dir):
     into place together once all are complete (`file_switch.switch_files`: signals wait for the
     renames, and a SIGKILL between two of them is finished by the next writer or reader): a
     failure or an interruption leaves the files already there as they were, never a mix of old
-    and new. The folder's lock is held meanwhile (`output_access.output_lock`); a training
+    and new. The folder's lock is held meanwhile (`file_switch.folder_lock`); a training
     run's folder is the caller's to lock (`run_folder.lock_run`: the run itself, or
     `pipeline.export_checkpoint`).
 
@@ -50,7 +49,7 @@ def export_model(model, vocabulary, output_dir):
 
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    with output_lock(output_dir):
+    with folder_lock(output_dir):
         finish_switch(output_dir)  # a killed write's files first
         remove_stale(output_dir / WEIGHTS_FILE)  # a staging folder of a killed write
         with temporary_output(output_dir / WEIGHTS_FILE, is_folder=True) as staging:

@@ -247,3 +247,21 @@ def test_two_runs_started_together_on_one_folder_never_both_succeed(tmp_path):
     assert not (tmp_path / "planned-second").exists()  # refused before its checks
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == written
     assert {"lm_weights.hdf5", "softmax.hdf5", "options.json"} <= written.keys()
+
+
+def test_the_chief_is_known_before_the_strategy_exists(monkeypatch):
+    """The run folder's lock is taken before the trainer (and its strategy) exist: only the
+    process `TF_CONFIG` makes the chief takes it, as `distribute.is_chief` decides later."""
+    from elmo_keras.training.distribute import chief_by_environment
+
+    cluster = {"worker": ["a:1", "b:2"]}
+    for config, strategy, chief in [
+        ({"cluster": cluster, "task": {"type": "worker", "index": 0}}, "auto", True),
+        ({"cluster": cluster, "task": {"type": "worker", "index": 1}}, "multi-worker", False),
+        ({"cluster": {**cluster, "chief": ["c:3"]}, "task": {"type": "worker"}}, "auto", False),
+        ({"cluster": {**cluster, "chief": ["c:3"]}, "task": {"type": "chief"}}, "auto", True),
+        ({"cluster": cluster, "task": {"type": "worker", "index": 1}}, "default", True),
+        ([], "auto", True),  # not a JSON object: the strategy reports it
+    ]:
+        monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+        assert chief_by_environment(strategy) is chief, (config, strategy)
