@@ -210,7 +210,10 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
 
     For a run that is still going (or was stopped): the biLM at any kept checkpoint becomes
     `options.json`, `lm_weights.hdf5`, `vocab.txt` and `softmax.hdf5` in `output_dir`, as at
-    the end of training. Runs on the default strategy, whatever the run used.
+    the end of training. Runs on the default strategy, whatever the run used. A training run's
+    folder as `output_dir` is locked meanwhile (`lock_run`): a live run's is refused. A
+    checkpoint the running training deletes while it is read (its rotation) is replaced by its
+    newest one when none was named, else it is one line.
 
     Args:
         run_dir: path. The folder of an `elmo-keras train` run (its `training_config.json`,
@@ -219,14 +222,9 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
         checkpoint: str or None. A checkpoint prefix (`run_dir/checkpoints/ckpt-2000`), a bare
             name (`ckpt-2000`), or None for the latest.
 
-    A training run's folder as `output_dir` is locked meanwhile (`lock_run`): a live run's is
-    refused. A checkpoint the running training deletes while it is read (its rotation) is
-    replaced by its newest one when none was named, else it is one line.
-
     Returns:
         The checkpoint prefix that was written out.
     """
-
     with contextlib.ExitStack() as held:
         if os.path.lexists(pathlib.Path(output_dir) / LOCK_FILE):
             held.enter_context(lock_run(output_dir))  # reentrant for a caller holding it
