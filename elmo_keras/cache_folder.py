@@ -28,6 +28,7 @@ _MODES = {
     "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
 }
 _HINT = "remove it, and check who can write to the cache ($ELMO_KERAS_CACHE)"
+LOCK_FILE = ".lock"  # each folder's lock (`CacheFolder.locked`): never an entry's file name
 
 
 def _owner():
@@ -183,7 +184,7 @@ class CacheFolder:
         except ImportError:  # pragma: no cover - not POSIX: no lock
             yield
             return
-        with self.open(".lock", "ab") as handle:
+        with self.open(LOCK_FILE, "ab") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

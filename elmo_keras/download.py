@@ -29,7 +29,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from elmo_keras.cache_folder import CacheFolder
+from elmo_keras.cache_folder import LOCK_FILE, CacheFolder
 from elmo_keras.deadline import Deadline
 from elmo_keras.download_progress import DownloadProgress
 
@@ -69,9 +69,10 @@ def default_cache_dir():
 
 
 def cache_location(url, cache_dir=None):
-    """Where `url`'s file is (or will be) cached: `downloads/<sha256 of url>/<file name>`."""
+    """Where `url`'s file is (or will be) cached: `downloads/<sha256 of url>/<file name>`; a
+    name that cannot be a file's, or is the folder's lock file's (`.lock`), is `download`."""
     name = pathlib.PurePosixPath(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).name
-    if name in ("", ".", ".."):
+    if name in ("", ".", "..", LOCK_FILE):
         name = "download"
     key = hashlib.sha256(url.encode("utf-8")).hexdigest()
     return pathlib.Path(cache_dir or default_cache_dir()) / "downloads" / key / name

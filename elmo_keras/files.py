@@ -9,10 +9,8 @@ process by that signal (not by an exception, which the library running at that m
 TensorFlow's tracing, may swallow); Ctrl-C's `KeyboardInterrupt` cleans up on its way out.
 SIGKILL cannot be caught: temporary names carry the writer's host and process id
 (`.NAME.partial-HOST.PID.XXXXXXXX`, like git's `gc.pid`), and the next write of `NAME` removes
-those of ended processes (`remove_stale`); nothing else is ever removed.
-
-One writer per output and the permissions a finished output gets (0666 or 0777 less the
-umask): `elmo_keras.output_access`, which `atomic_file` and `atomic_directory` use.
+those of ended processes (`remove_stale`); nothing else is ever removed. One writer per
+output, what may be replaced and the permissions: `elmo_keras.output_access`.
 """
 
 import contextlib
@@ -28,6 +26,7 @@ import zlib
 
 from elmo_keras.output_access import (
     check_output,
+    check_replaceable,
     give_usual_mode,
     lock_path,
     output_lock,
@@ -246,28 +245,32 @@ def write_text(path, text):
 
 
 @contextlib.contextmanager
-def atomic_directory(output, overwrite=False):
+def atomic_directory(output, overwrite=False, replaces=None, inputs=()):
     """Yields a fresh temporary folder that becomes `output` when the block succeeds.
 
     The block holds `output`'s lock (`output_access.output_lock`: a second writer of `output`
     gets a `BlockingIOError`). The temporary folder is created in `output`'s parent, after the
     leftovers of interrupted writes of `output` are removed (`remove_stale`). On an exception
-    it is deleted and `output` is left as it was. With `overwrite=True` an existing `output` is
-    moved aside, replaced, then deleted; if the final rename fails the old output is put back.
-    The new folder gets the usual permissions (0777 less the umask).
+    it is deleted and `output` is left as it was. With `overwrite=True` an existing `output`
+    (one `check_replaceable` allows) is moved aside, replaced, then deleted; if the final rename
+    fails the old output is put back. The new folder gets the usual permissions.
 
     Args:
         output: str or path-like. The folder to create.
         overwrite: bool. Replace an existing `output`. Defaults to `False`.
+        replaces, inputs: `output_access.check_replaceable`'s `kind` and `inputs`, checked under
+            the lock before and after the block. Default: any folder but the working one.
     """
     output = check_output(output, overwrite, kind="directory").absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(output):
         check_output(output, overwrite, kind="directory")  # another writer may have finished
+        check_replaceable(output, replaces, inputs)
         remove_stale(output)
         with temporary_output(output, is_folder=True) as staging:
             yield staging
             check_output(output, overwrite, kind="directory")  # not made meanwhile by others
+            check_replaceable(output, replaces, inputs)  # nor filled meanwhile
             give_usual_mode(staging, is_folder=True)
             with deferred_signals():  # the swap is not cut in the middle
                 _swap_into_place(staging, output)

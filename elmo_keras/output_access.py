@@ -11,6 +11,14 @@ removes it when done. The same thread may take a lock it holds again (a command 
 output's lock from its first check, and the writer it calls takes it too). Where `fcntl` is
 missing (Windows), nothing is locked.
 
+What may be replaced. An existing folder is replaced (`files.atomic_directory` with
+`overwrite`) only when it is an earlier output of the same command: `check_replaceable` takes a
+description and a test of the folder's entries (an export folder holds only the export's files
+and its `export.json` says elmo-keras wrote it; folders written by earlier versions pass the
+same test). The working folder, a folder holding one of the command's inputs, and any folder
+holding something else (a training run's files, the user's) are refused in one line naming the
+folder and what it holds. An empty folder loses nothing and is replaced.
+
 Permissions. Temporary outputs are created private (0600 files, 0700 folders, as `tempfile`
 makes them: nobody reads a half-written output) and get the usual mode just before they are
 renamed into place: 0666 for a file, 0777 for a folder, less the process's umask, as `open` and
@@ -21,6 +29,7 @@ thread of the process (TensorFlow's, a caller's) would create files with the wro
 """
 
 import contextlib
+import json
 import os
 import pathlib
 import socket
@@ -195,3 +204,62 @@ def give_usual_mode(path, is_folder=False):
     path = pathlib.Path(path)
     base = 0o777 if is_folder else 0o666
     os.chmod(path, base & ~current_umask(path.parent))  # our own file or folder, not a link
+
+
+def read_marker(path):
+    """The JSON object in the file `path`, or `None` (missing, not a regular file, not JSON, not
+    an object): what a folder's marker file (`export.json`, `config.json`) says."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _listing(entries, shown=6):
+    names = sorted(entries)
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def check_replaceable(output, kind, inputs=()):
+    """Raises a `ValueError` unless replacing the folder `output` (if there is one) loses
+    nothing but an earlier output of the same kind (see the module docstring).
+
+    Args:
+        output: str or path-like. A folder, or a path with none (nothing is checked).
+        kind: `(description, recognise)`: what the command writes, in words (`"an export
+            folder"`), and a callable given the folder and the set of its entries' names, true
+            for a folder that command wrote; an empty folder is always replaceable. `None`:
+            any folder but the working one or one holding `inputs`.
+        inputs: iterable of paths (or `None`). What the command reads: a folder holding one is
+            never replaced.
+
+    Raises:
+        ValueError: one line naming `output` and what it holds.
+    """
+    output = pathlib.Path(output)
+    if not output.is_dir():
+        return
+    where = output.resolve()
+    here = pathlib.Path.cwd().resolve()
+    if where == here or where in here.parents:
+        what = (
+            "the working folder" if where == here else f"a folder holding the working one, {here}"
+        )
+        raise ValueError(f"{output} is {what}; it is never replaced: choose another output")
+    for path in inputs:
+        if path is not None and where in pathlib.Path(path).resolve().parents:
+            raise ValueError(
+                f"{output} holds the input {path}; it is never replaced: choose another output"
+            )
+    description, recognise = kind or ("a folder", None)
+    entries = set(os.listdir(output))
+    if entries and recognise is not None and not recognise(output, entries):
+        raise ValueError(
+            f"{output} is not {description} (it holds {_listing(entries)}); only "
+            f"{description} is replaced, so that nothing else is lost: choose another output"
+        )

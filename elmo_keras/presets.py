@@ -18,6 +18,7 @@ import os
 import pathlib
 
 from elmo_keras.download import URL_SCHEME, DownloadError, cached_path, default_cache_dir
+from elmo_keras.file_switch import settle_folder
 from elmo_keras.options import read_options
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
@@ -202,6 +203,7 @@ def find_model_files(folder):
             "`folder` must be a folder holding options.json and an .hdf5 weight file. "
             f"Received: folder={str(folder)!r}"
         )
+    settle_folder(folder)  # a write cut short between its renames is finished first
     options = folder / OPTIONS_FILE
     if not options.is_file():
         named = sorted(p for p in folder.glob("*_options.json") if p.is_file())

@@ -2,9 +2,9 @@
 
 Everything is written into a temporary folder next to the output and renamed into place at the
 end (`elmo_keras.files.atomic_directory`), so an export that fails (or is interrupted) leaves
-nothing half-written, and an existing output is only replaced when asked to. SIGTERM removes
-the staging folder before exiting; one left by SIGKILL is removed by the next export to the
-same output.
+nothing half-written, and an existing output is only replaced when asked to and only if it is
+an earlier export (`check_export_output`). SIGTERM removes the staging folder before exiting;
+one left by SIGKILL is removed by the next export to the same output.
 
 Layout of the output folder:
 
@@ -30,6 +30,7 @@ import pathlib
 import time
 
 from elmo_keras.files import atomic_directory, check_output, check_writable
+from elmo_keras.output_access import check_replaceable, read_marker
 from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE
 
 FORMATS = ("savedmodel", "onnx")
@@ -38,6 +39,40 @@ ONNX_FILE = "model.onnx"
 ONNX_STATEFUL_FILE = "model_stateful.onnx"
 ONNX_INT8_FILE = "model.int8.onnx"
 MANIFEST_FILE = "export.json"
+# Everything an export folder holds, in every version (0.1.0 on): only such a folder, with an
+# `export.json` of elmo-keras, is replaced by `overwrite` (`output_access.check_replaceable`).
+EXPORT_NAMES = frozenset(
+    (SAVEDMODEL_DIR, ONNX_FILE, ONNX_STATEFUL_FILE, ONNX_INT8_FILE, "options.json", MANIFEST_FILE)
+)
+
+
+def is_export_folder(folder, entries):
+    """Whether the folder (its entries' names given) is an export this package wrote."""
+    manifest = read_marker(pathlib.Path(folder) / MANIFEST_FILE)
+    return (
+        entries <= EXPORT_NAMES
+        and manifest is not None
+        and manifest.get("producer") == "elmo-keras"
+    )
+
+
+EXPORT_FOLDER = ("an export folder", is_export_folder)
+
+
+def check_export_output(output, overwrite=False, inputs=()):
+    """Raises before any work unless `output` may be written: new, or with `overwrite` an
+    earlier export (never a run folder, the working folder, a folder holding `inputs` or
+    anything else), in a folder where files can be created. Returns `output` as a path.
+
+    Raises:
+        FileExistsError: `output` exists and `overwrite` is false.
+        ValueError: `output` is not a folder, or not an export (one line: what it holds).
+        OSError: nothing can be created there.
+    """
+    output = check_output(output, overwrite, kind="directory")
+    check_replaceable(output, EXPORT_FOLDER, inputs)
+    check_writable(output)
+    return output
 
 
 def _check_formats(formats):
@@ -114,8 +149,8 @@ def export_model(
             "`onnx_state` and `quantize` need the ONNX format. "
             f"Received: formats={formats!r}, onnx_state={onnx_state}, quantize={quantize}"
         )
-    output = check_output(output, overwrite, kind="directory")  # fail before the slow part
-    check_writable(output)
+    inputs = (options_path, weights_path)
+    output = check_export_output(output, overwrite, inputs)  # fail before the slow part
     for name, path in (("options_path", options_path), ("weights_path", weights_path)):
         if not pathlib.Path(path).is_file():
             raise FileNotFoundError(f"`{name}` is not a file. Received: {name}={str(path)!r}")
@@ -137,7 +172,7 @@ def export_model(
         "weights": os.fspath(weights_path),
         "files": {},
     }
-    with atomic_directory(output, overwrite=overwrite) as staging:
+    with atomic_directory(output, overwrite, EXPORT_FOLDER, inputs) as staging:
         write_options(read_options(options_path), staging / "options.json")
         if "savedmodel" in formats:
             from elmo_keras.export.savedmodel import export_savedmodel  # noqa: PLC0415

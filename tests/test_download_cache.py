@@ -98,3 +98,17 @@ def test_the_cache_folders_and_files_are_private(server):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder  # before: 0o755
     for file in path.parent.iterdir():
         assert stat.S_IMODE(file.stat().st_mode) == 0o600, file  # before: 0o644
+
+
+def test_a_url_named_like_the_lock_file_keeps_the_lock(server):
+    """Issue 39, point 17: a URL whose file name is `.lock` was cached under that name: the
+    finished download was renamed over the entry's lock file while the lock was held (another
+    process waiting on it then locked a file nobody held). It is cached as `download`, the lock
+    file stays the lock's."""
+    server.files["/m/.lock"] = server.files[WEIGHTS]
+    url = server.url("/m/.lock")
+    path = cached_path(url)
+    assert path.name == "download" and path.read_bytes() == server.files[WEIGHTS]
+    lock = path.parent / ".lock"
+    assert lock.is_file() and lock.stat().st_size == 0  # the lock's, not the body
+    assert cached_path(url) == path and len(server.requests("/m/.lock")) == 1

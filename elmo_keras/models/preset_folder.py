@@ -27,6 +27,7 @@ import datetime
 import json
 import os
 import pathlib
+import shutil
 import types
 
 import keras
@@ -40,6 +41,7 @@ from elmo_keras.options import (
     read_options,
     write_options,
 )
+from elmo_keras.output_access import read_marker
 from elmo_keras.presets import (
     OPTIONS_FILE,
     PRESETS,
@@ -55,6 +57,18 @@ PREPROCESSOR_FILE = "preprocessor.json"
 BILM_WEIGHTS_FILE = "lm_weights.hdf5"
 LAYER_WEIGHTS_FILE = "embedding.weights.h5"
 SAVED_CLASSES = ("elmo_keras>BiLM", "elmo_keras>ElmoEmbedding")
+# Everything a preset folder holds: only such a folder, whose config.json (or, alone,
+# preprocessor.json) is elmo-keras's, is replaced by `save_to_preset(..., overwrite=True)`.
+PRESET_NAMES = frozenset(
+    (
+        CONFIG_FILE,
+        METADATA_FILE,
+        PREPROCESSOR_FILE,
+        OPTIONS_FILE,
+        BILM_WEIGHTS_FILE,
+        LAYER_WEIGHTS_FILE,
+    )
+)
 
 
 class _ClassProperty:
@@ -139,8 +153,29 @@ def own_weights(layer, bilm):
     return found
 
 
+def is_preset_folder(folder, entries):
+    """Whether the folder (its entries' names given) is a preset folder this package wrote:
+    its files only, and its config.json (or a lone preprocessor.json) is elmo-keras's."""
+    if not entries <= PRESET_NAMES:
+        return False
+    marker, accepted = (
+        (PREPROCESSOR_FILE, ("elmo_keras>ElmoPreprocessor",))
+        if entries == {PREPROCESSOR_FILE}
+        else (CONFIG_FILE, SAVED_CLASSES)
+    )
+    value = read_marker(pathlib.Path(folder) / marker)
+    return value is not None and value.get("registered_name") in accepted
+
+
+PRESET_FOLDER = ("a preset folder", is_preset_folder)
+
+
 def save_preset(layer, bilm, folder, overwrite=False):
     """Writes `layer` (a `BiLM`, or an `ElmoEmbedding` around `bilm`) as a preset folder.
+
+    With `overwrite`, only an earlier preset folder is replaced (never a training run's folder,
+    the working folder or one holding other files: a `ValueError` naming it); the
+    preprocessor.json `ElmoPreprocessor.save_to_preset` wrote there is kept.
 
     Returns:
         The folder, as a `pathlib.Path`.
@@ -157,7 +192,10 @@ def save_preset(layer, bilm, folder, overwrite=False):
         "parameter_count": layer.count_params(),
         "date_saved": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    with atomic_directory(folder, overwrite=overwrite) as staging:
+    with atomic_directory(folder, overwrite, PRESET_FOLDER) as staging:
+        kept = pathlib.Path(folder) / PREPROCESSOR_FILE
+        if kept.is_file() and not kept.is_symlink():
+            shutil.copy2(kept, staging / PREPROCESSOR_FILE)
         write_options(bilm.to_options(), staging / OPTIONS_FILE)
         save_weights(bilm, staging / BILM_WEIGHTS_FILE)
         if extra:

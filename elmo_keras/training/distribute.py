@@ -142,6 +142,39 @@ def is_chief(strategy):
     )
 
 
+def chief_by_environment(strategy):
+    """Whether this process will be the run's chief, told before any strategy or trainer
+    exists (the run folder's lock is taken first): a strategy object by its cluster; a name by
+    `TF_CONFIG` (TensorFlow) or `KERAS_DISTRIBUTION_PROCESS_ID` (JAX), as `is_chief` and the
+    JAX trainer decide once the processes are joined. A `TF_CONFIG` that is not a JSON object
+    counts as one process (the strategy reports it)."""
+    if not isinstance(strategy, str):
+        return is_chief(strategy)
+    if strategy in ("default", "mirrored"):
+        return True
+    from elmo_keras.backend import keras_backend  # noqa: PLC0415
+
+    if keras_backend() == "jax":
+        import jax  # noqa: PLC0415
+
+        if jax.distributed.is_initialized() or strategy != "multi-worker":
+            return jax.process_index() == 0
+        return os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "0").strip() in ("0", "")
+    try:
+        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    except ValueError:
+        return True
+    cluster = config.get("cluster") if isinstance(config, dict) else None
+    task = config.get("task") if isinstance(config, dict) else None
+    if not (isinstance(cluster, dict) and isinstance(task, dict)):
+        return True
+    jobs = {name: cluster.get(name) or [] for name in ("chief", "worker")}
+    if sum(len(hosts) for hosts in jobs.values()) <= 1 and strategy == "auto":
+        return True  # `auto` is the default strategy then
+    task_type, task_id = task.get("type"), task.get("index", 0)
+    return task_type == "chief" or (task_type == "worker" and task_id == 0 and not jobs["chief"])
+
+
 def num_workers(strategy):
     """The number of processes (chief and workers) that run the strategy's steps."""
     resolver = _resolver(strategy)

@@ -6,10 +6,10 @@ A model folder holds `options.json` and `lm_weights.hdf5` (bilm-tf's layout, rea
 atomically. TensorFlow is imported by the functions that need it, not by this module.
 """
 
-import os
 import pathlib
 
-from elmo_keras.files import atomic_file, deferred_signals, remove_stale, temporary_output
+from elmo_keras.file_switch import finish_switch, folder_lock, settle_folder, switch_files
+from elmo_keras.files import atomic_file, remove_stale, temporary_output
 from elmo_keras.options import write_options
 from elmo_keras.text.vocabulary import Vocabulary
 
@@ -29,9 +29,13 @@ def save_vocabulary(vocabulary, path):
 def export_model(model, vocabulary, output_dir):
     """Writes a trained `LanguageModel`: options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5.
 
-    The four files are written in a temporary folder inside `output_dir` first and renamed
-    into place together once all are complete (signals wait for the renames): a failure or an
-    interruption leaves the files already there as they were, never a mix of old and new.
+    The four files are written in a temporary folder inside `output_dir` first and switched
+    into place together once all are complete (`file_switch.switch_files`: signals wait for the
+    renames, and a SIGKILL between two of them is finished by the next writer or reader): a
+    failure or an interruption leaves the files already there as they were, never a mix of old
+    and new. The folder's lock is held meanwhile (`file_switch.folder_lock`); a training
+    run's folder is the caller's to lock (`run_folder.lock_run`: the run itself, or
+    `pipeline.export_checkpoint`).
 
     Args:
         model: `LanguageModel`. Its biLM and softmax are written (float32 whatever the compute
@@ -45,19 +49,19 @@ def export_model(model, vocabulary, output_dir):
 
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale(output_dir / WEIGHTS_FILE)  # a staging folder of a killed write
-    with temporary_output(output_dir / WEIGHTS_FILE, is_folder=True) as staging:
-        write_options(model.bilm.to_options(), staging / OPTIONS_FILE)
-        save_weights(model.bilm, staging / WEIGHTS_FILE)
-        save_vocabulary(vocabulary, staging / VOCAB_FILE)
-        save_softmax(
-            staging / SOFTMAX_FILE,
-            keras.ops.convert_to_numpy(model.softmax_kernel),
-            keras.ops.convert_to_numpy(model.softmax_bias),
-        )
-        with deferred_signals():
-            for name in MODEL_FILES:
-                os.replace(staging / name, output_dir / name)
+    with folder_lock(output_dir):
+        finish_switch(output_dir)  # a killed write's files first
+        remove_stale(output_dir / WEIGHTS_FILE)  # a staging folder of a killed write
+        with temporary_output(output_dir / WEIGHTS_FILE, is_folder=True) as staging:
+            write_options(model.bilm.to_options(), staging / OPTIONS_FILE)
+            save_weights(model.bilm, staging / WEIGHTS_FILE)
+            save_vocabulary(vocabulary, staging / VOCAB_FILE)
+            save_softmax(
+                staging / SOFTMAX_FILE,
+                keras.ops.convert_to_numpy(model.softmax_kernel),
+                keras.ops.convert_to_numpy(model.softmax_bias),
+            )
+            switch_files(staging, output_dir)
 
 
 def load_language_model(model_dir):
@@ -67,6 +71,7 @@ def load_language_model(model_dir):
     from elmo_keras.weights import load_softmax
 
     model_dir = pathlib.Path(model_dir)
+    settle_folder(model_dir)  # a write cut short between its renames is finished first
     for name in MODEL_FILES:
         if not (model_dir / name).is_file():
             raise FileNotFoundError(

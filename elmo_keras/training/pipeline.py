@@ -7,6 +7,7 @@ any kept checkpoint of a run in the same layout; `quickstart` is the README's Wi
 
 import contextlib
 import json
+import os
 import pathlib
 import sys
 import time
@@ -15,6 +16,8 @@ from elmo_keras.files import write_text
 from elmo_keras.training.model_files import MODEL_FILES
 from elmo_keras.training.run_folder import (
     CHECKPOINTS,
+    LOCK_FILE,
+    checkpoint_written,
     find_checkpoint,
     load_run,
     lock_run,
@@ -108,18 +111,25 @@ def _make_trainer(plan):
 
 
 def _start(run, held):
-    """The run's trainer and `RunPlan`: settings resolved, the run folder locked for the run
-    (chief; `held` keeps the lock) and written, the weights restored (resume) or loaded from
-    `init_from`."""
+    """The run's trainer and `RunPlan`: the run folder locked for the run first (chief; `held`
+    keeps the lock), then the settings resolved and written, the weights restored (resume) or
+    loaded from `init_from`."""
+    from elmo_keras.training.distribute import chief_by_environment
     from elmo_keras.training.run_plan import plan_run
 
+    output_dir = pathlib.Path(run.output_dir)
+    locked = held.enter_context(contextlib.ExitStack())
+    chief = chief_by_environment(run.strategy)
+    if chief:  # before the folder is checked or written (issue 39, point 2)
+        locked.enter_context(lock_run(output_dir))
     plan = plan_run(run)
     run = plan.run
     trainer = _make_trainer(plan)
     trainer.data_start_step = plan.settings["data_start_step"]
-    output_dir = pathlib.Path(run.output_dir)
-    if trainer.is_chief:
-        held.enter_context(lock_run(output_dir))
+    if chief and not trainer.is_chief:
+        locked.close()  # the joined processes said otherwise: the chief holds the folder
+    elif trainer.is_chief and not chief:
+        locked.enter_context(lock_run(output_dir))
     restored = None
     if run.resume:
         restored = trainer.restore(output_dir / CHECKPOINTS, plan.restore_skip)
@@ -200,7 +210,10 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
 
     For a run that is still going (or was stopped): the biLM at any kept checkpoint becomes
     `options.json`, `lm_weights.hdf5`, `vocab.txt` and `softmax.hdf5` in `output_dir`, as at
-    the end of training. Runs on the default strategy, whatever the run used.
+    the end of training. Runs on the default strategy, whatever the run used. A training run's
+    folder as `output_dir` is locked meanwhile (`lock_run`): a live run's is refused. A
+    checkpoint the running training deletes while it is read (its rotation) is replaced by its
+    newest one when none was named, else it is one line.
 
     Args:
         run_dir: path. The folder of an `elmo-keras train` run (its `training_config.json`,
@@ -212,12 +225,42 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
     Returns:
         The checkpoint prefix that was written out.
     """
+    with contextlib.ExitStack() as held:
+        if os.path.lexists(pathlib.Path(output_dir) / LOCK_FILE):
+            held.enter_context(lock_run(output_dir))  # reentrant for a caller holding it
+        return _export_checkpoint(run_dir, output_dir, checkpoint)
+
+
+def _export_checkpoint(run_dir, output_dir, checkpoint):
     from elmo_keras.training.configs import normalize_config
     from elmo_keras.training.model_files import export_model
 
     saved, vocabulary = load_run(run_dir)
-    checkpoint = find_checkpoint(run_dir, checkpoint)
     config = normalize_config(saved["config"])
+    for attempt in range(_RACES):
+        prefix = find_checkpoint(run_dir, checkpoint)
+        try:
+            model = _checkpoint_model(prefix, config, vocabulary, saved)
+            break
+        except Exception:
+            if checkpoint_written(prefix):
+                raise  # not deleted meanwhile: the error is the checkpoint's own
+            if checkpoint is None and attempt + 1 < _RACES:
+                continue  # the running training rotated it away: its newest one now
+            hint = "name a newer one" if checkpoint is not None else "run the snapshot again"
+            raise ValueError(
+                f"the checkpoint {prefix} was deleted while it was read (the running training "
+                f"keeps only its newest checkpoints); {hint}"
+            ) from None
+    export_model(model, vocabulary, output_dir)
+    return prefix
+
+
+_RACES = 3  # checkpoints rotated away while `export_checkpoint` reads the newest
+
+
+def _checkpoint_model(checkpoint, config, vocabulary, saved):
+    """The `LanguageModel` of a checkpoint prefix of a run (JAX's `.npz` or TensorFlow's)."""
     if pathlib.Path(f"{checkpoint}.npz").is_file():  # the JAX trainer's: any backend reads it
         from elmo_keras.training.array_checkpoints import (
             assign_variables,
@@ -239,8 +282,7 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
         state = TrainingState(config, len(vocabulary), strategy, saved["seed"])
         state.restore(checkpoint, skip=("optimizer", "state"))  # not exported; they may differ
         model = state.model
-    export_model(model, vocabulary, output_dir)
-    return checkpoint
+    return model
 
 
 def _test_prefix(test_path, max_tokens, destination):

@@ -164,7 +164,7 @@ def has_checkpoints(run_dir):
     return checkpoints.is_dir() and any(checkpoints.iterdir())
 
 
-def _written(prefix):
+def checkpoint_written(prefix):
     """Whether a checkpoint prefix has its files: TensorFlow's `.index` or the JAX `.npz`."""
     return pathlib.Path(f"{prefix}.index").is_file() or pathlib.Path(f"{prefix}.npz").is_file()
 
@@ -183,13 +183,13 @@ def find_checkpoint(run_dir, checkpoint=None):
     from elmo_keras.training.checkpoints import kept_checkpoints
 
     checkpoints = pathlib.Path(run_dir) / CHECKPOINTS
-    kept = [p for p in kept_checkpoints(checkpoints) if _written(p)]
+    kept = [p for p in kept_checkpoints(checkpoints) if checkpoint_written(p)]
     if checkpoint is None:
         if not kept:
             raise ValueError(f"No checkpoint in {checkpoints}.")
         return kept[0]
     for prefix in (pathlib.Path(checkpoint), checkpoints / checkpoint):
-        if _written(prefix):
+        if checkpoint_written(prefix):
             return str(prefix)
     kept = sorted(pathlib.Path(p).name for p in kept)
     raise ValueError(
@@ -212,11 +212,19 @@ def lock_run(run_dir):
     (SIGKILL included), so no stale lock outlives its run. Where `fcntl` is missing (Windows),
     nothing is locked.
 
+    It is taken before anything of the run is checked or written. A run that fails before it
+    wrote its `training_config.json` (a refused folder, a bad setting) takes back what the lock
+    made: the lock file, and the folders it created if they are empty.
+
     Raises:
         RunFolderBusy: another process holds it; the message names the folder and the holder.
     """
     run_dir = pathlib.Path(run_dir)
+    where = run_dir.absolute()
+    made = [folder for folder in (where, *where.parents) if not folder.exists()]
     run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir / LOCK_FILE
+    new_lock = not os.path.lexists(lock)
 
     def busy(holder):
         return (
@@ -226,10 +234,26 @@ def lock_run(run_dir):
 
     with contextlib.ExitStack() as held:
         try:
-            held.enter_context(exclusive_lock(run_dir / LOCK_FILE, busy, remove=False))
+            held.enter_context(exclusive_lock(lock, busy, remove=False))
         except BlockingIOError as error:
+            _take_back(made, None)
             raise RunFolderBusy(str(error)) from None
-        yield
+        try:
+            yield
+        except BaseException:
+            if new_lock and not (run_dir / CONFIG_FILE).exists():
+                _take_back(made, lock)
+            raise
+
+
+def _take_back(made, lock):
+    """Removes `lock` (held: a waiting run then locks a new file) and the empty folders of
+    `made`, deepest first."""
+    with contextlib.suppress(OSError):
+        if lock is not None:
+            lock.unlink()
+        for folder in made:
+            folder.rmdir()
 
 
 def text_fingerprint(train_files):

@@ -140,3 +140,21 @@ def test_the_command_passes_the_order_and_refuses_an_unknown_one(monkeypatch, ca
         main(["build", "--output", str(tmp_path / "c"), "--order", "random"])
     assert usage.value.code == 2
     assert "argument --order: invalid choice: 'random'" in capsys.readouterr().err
+
+
+def test_overwrite_replaces_only_an_earlier_corpus(tmp_path):
+    """Issue 39, point 1: `build --overwrite` replaced any folder (a training run's folder
+    holding its text, the user's); only an earlier corpus (its three files, sources.json with
+    its sources and rules) is replaced now, anything else is one line naming what it holds."""
+    source = [_fake_source(tmp_path)]
+    output = tmp_path / "out"
+    build_corpus(output, source, EVALUATION)
+    (output / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"out is not a corpus folder \(it holds notes.txt, "):
+        build_corpus(output, source, EVALUATION, overwrite=True)
+    assert (output / "notes.txt").read_text() == "mine"
+    (output / "notes.txt").unlink()
+    (output / "train.txt").write_text("old")
+    build_corpus(output, source, EVALUATION, overwrite=True)
+    assert sorted(p.name for p in output.iterdir()) == ["sources.json", "train.txt", "valid.txt"]
+    assert (output / "train.txt").read_text() != "old"

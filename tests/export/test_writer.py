@@ -61,31 +61,65 @@ def test_cli_writes_onnx_and_int8_from_a_run_dir(fixture_bilms, tmp_path, capsys
     np.testing.assert_allclose(layers, np.asarray(expected)[0], atol=1e-5)
 
 
-def test_cli_refuses_existing_output_without_overwrite(fixture_bilms, tmp_path, capsys):
+# export.json as 0.1.0 wrote it (the same keys since): what marks an earlier export.
+OLD_MANIFEST = {
+    "producer": "elmo-keras",
+    "elmo_keras_version": "0.1.0",
+    "options": "options.json",
+    "weights": "lm_weights.hdf5",
+    "files": {"onnx": "model.onnx"},
+    "opset": 17,
+}
+
+
+def test_cli_overwrite_replaces_only_an_earlier_export(
+    fixture_bilms, tmp_path, capsys, monkeypatch
+):
+    """Issue 39, point 1: `--overwrite` replaced whatever folder it was given: `export --run-dir
+    R --output R --overwrite` left R holding only the export (checkpoints, training_config.json,
+    vocab.txt, logs gone), `--output . --overwrite` deleted the working folder's files. Now only
+    an earlier export (export.json of elmo-keras, its files only; 0.1.0's too) is replaced;
+    anything else is one line naming the folder and what it holds, exit 1 (as for a file in
+    its place), nothing touched."""
     entry = fixture_bilms["bilm_tf"]
     output = tmp_path / "out"
     output.mkdir()
     (output / "keep.txt").write_text("mine")
-    args = [
-        "export",
-        "--options",
-        str(entry["options"]),
-        "--weights",
-        str(entry["weights"]),
-        "--output",
-        str(output),
-        "--format",
-        "savedmodel",
-    ]
+    source = ["--options", str(entry["options"]), "--weights", str(entry["weights"])]
+    args = ["export", *source, "--output", str(output), "--format", "savedmodel"]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert str(output) in err and "--overwrite" in err and len(err.strip().splitlines()) == 1
-    assert (output / "keep.txt").read_text() == "mine"
+    assert main([*args, "--overwrite"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert f"{output} is not an export folder (it holds keep.txt)" in err, err
+    assert len(err.splitlines()) == 1 and (output / "keep.txt").read_text() == "mine"
 
+    run = tmp_path / "run"  # a training run's folder, exported into itself
+    (run / "checkpoints").mkdir(parents=True)
+    for name in ("training_config.json", "vocab.txt", ".run.lock"):
+        (run / name).write_text(name)
+    (run / "options.json").write_bytes(entry["options"].read_bytes())
+    (run / "lm_weights.hdf5").write_bytes(entry["weights"].read_bytes())
+    before = sorted(p.name for p in run.iterdir())
+    assert main(["export", "--run-dir", str(run), "--output", str(run), "--overwrite"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert f"{run} holds the input {run / 'options.json'}" in err, err
+    assert sorted(p.name for p in run.iterdir()) == before
+    monkeypatch.chdir(output)  # the working folder
+    assert main(["export", *source, "--output", ".", "--overwrite"]) == 1
+    assert ". is the working folder; it is never replaced" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", *source, "--output", "run", "--overwrite"]) == 1
+    assert "run is not an export folder (it holds .run.lock, che" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == before and (output / "keep.txt").exists()
+
+    (output / "keep.txt").unlink()  # an export of 0.1.0: replaced
+    (output / "model.onnx").write_bytes(b"old")
+    (output / "export.json").write_text(json.dumps(OLD_MANIFEST))
     assert main([*args, "--overwrite"]) == 0
-    assert not (output / "keep.txt").exists()
+    assert sorted(p.name for p in output.iterdir()) == ["export.json", "options.json", "savedmodel"]
     assert (output / "savedmodel" / "saved_model.pb").is_file()
-    assert (output / "options.json").is_file()
     assert _leftovers(tmp_path, "out") == []
 
 
@@ -95,7 +129,7 @@ def test_failed_export_leaves_nothing_half_written(fixture_bilms, tmp_path, monk
     output = tmp_path / "out"
     if existing:
         output.mkdir()
-        (output / "keep.txt").write_text("old export")
+        (output / "export.json").write_text(json.dumps(OLD_MANIFEST))
     written = []
 
     def fail(bilm, path, **kwargs):
@@ -111,7 +145,8 @@ def test_failed_export_leaves_nothing_half_written(fixture_bilms, tmp_path, monk
         )
     assert "options.json" in written
     if existing:
-        assert sorted(p.name for p in output.iterdir()) == ["keep.txt"]
+        assert sorted(p.name for p in output.iterdir()) == ["export.json"]
+        assert json.loads((output / "export.json").read_text()) == OLD_MANIFEST
     else:
         assert not output.exists()
     assert _leftovers(tmp_path, "out") == []

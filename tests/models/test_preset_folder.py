@@ -111,16 +111,37 @@ def test_a_biLM_folder_gives_a_new_embedding_made_with_the_arguments(tmp_path):
 
 @pytest.mark.tensorflow_only
 def test_saving_keeps_an_existing_folder_unless_asked(tmp_path):
+    """Without `overwrite` an existing folder is kept. With it (issue 39, point 1: it replaced
+    any folder) only an earlier preset folder is replaced, keeping the preprocessor.json saved
+    there; a folder holding anything else (the user's files, a training run's) is one line
+    naming it and what it holds, and stays as it was."""
     bilm = BiLM.from_preset("tiny")
     folder = tmp_path / "preset"
     folder.mkdir()
     (folder / "mine.txt").write_text("kept")
     with pytest.raises(FileExistsError, match="already exists; pass `overwrite=True`"):
         bilm.save_to_preset(folder)
+    with pytest.raises(ValueError, match=r"preset is not a preset folder \(it holds mine.txt\)"):
+        bilm.save_to_preset(folder, overwrite=True)
     assert [p.name for p in folder.iterdir()] == ["mine.txt"]
-    bilm.save_to_preset(folder, overwrite=True)
-    assert not (folder / "mine.txt").exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["preset"]  # no staging folder left
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "training_config.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"run is not a preset folder \(it holds checkpoints, "):
+        bilm.save_to_preset(run, overwrite=True)
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "training_config.json"]
+    (folder / "mine.txt").unlink()
+    ElmoPreprocessor.from_preset("tiny").save_to_preset(folder)
+    bilm.save_to_preset(folder, overwrite=True)  # a folder holding a preprocessor only
+    bilm.save_to_preset(folder, overwrite=True)  # an earlier preset folder
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config.json",
+        "lm_weights.hdf5",
+        "metadata.json",
+        "options.json",
+        "preprocessor.json",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["preset", "run"]  # nothing left
 
 
 @pytest.mark.tensorflow_only

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 from elmo_keras.cli import main
 
@@ -166,3 +167,101 @@ def test_a_bad_saved_configuration_names_the_file_and_the_run(tmp_path, capsys):
         "file from a copy, or start a new run in another folder"
     ), err
     assert len(err.splitlines()) == 1 and not (tmp_path / "m").exists()
+
+
+# A real `elmo-keras train` whose planning step (the checks of the folder) is observable: it
+# writes `planned-NAME` once planned, then waits for `WAIT` (a file to appear, or a process to
+# end) before it goes on. Bounded: it gives up waiting after 120 s.
+_TRAIN_CHILD = """
+import os, pathlib, sys, time
+from elmo_keras.cli import main
+from elmo_keras.training import run_plan
+
+name, wait = sys.argv[1], sys.argv[2]
+planned = run_plan.plan_run
+
+def plan_then_wait(run):
+    plan = planned(run)
+    pathlib.Path(run.output_dir).parent.joinpath("planned-" + name).touch()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if wait.isdigit():
+            try:
+                os.kill(int(wait), 0)
+            except ProcessLookupError:
+                break
+        elif os.path.exists(wait):
+            break
+        time.sleep(0.05)
+    return plan
+
+run_plan.plan_run = plan_then_wait
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def _wait_for(condition, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_two_runs_started_together_on_one_folder_never_both_succeed(tmp_path):
+    """Issue 39, point 2: the "folder already holds a model" check ran before the run's lock
+    was taken: a second `train` on one `--output`, started while the first was still running,
+    passed the check, took the lock once the first had ended, and replaced its model (both
+    exited 0). The lock is now taken before anything is checked: the second run ends at once
+    with one line, exit 1, and the first's files stay as it wrote them. Real processes; here the
+    second run also waits (after its checks) for the first to end, the old race's worst case."""
+    folder = tmp_path / "run"
+    argv = ["train", "--train", DATA, "--output", str(folder), "--config", "tiny"]
+    argv += ["--steps", "1", "--batch-size", "2"]
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = [sys.executable, "-c", _TRAIN_CHILD]
+    first = subprocess.Popen([*child, "first", str(go), *argv], cwd=ROOT, env=env, text=True)
+    second = None
+    try:
+        _wait_for(lambda: (tmp_path / "planned-first").exists())
+        second = subprocess.Popen(
+            [*child, "second", str(first.pid), *argv],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_for(lambda: second.poll() is not None or (tmp_path / "planned-second").exists())
+        go.touch()
+        assert first.wait(timeout=120) == 0
+        written = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+        err = second.communicate(timeout=120)[1].strip()
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+    assert second.returncode == 1, err
+    assert f"{folder} is used by another training run (process {first.pid} on" in err, err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "planned-second").exists()  # refused before its checks
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == written
+    assert {"lm_weights.hdf5", "softmax.hdf5", "options.json"} <= written.keys()
+
+
+def test_the_chief_is_known_before_the_strategy_exists(monkeypatch):
+    """The run folder's lock is taken before the trainer (and its strategy) exist: only the
+    process `TF_CONFIG` makes the chief takes it, as `distribute.is_chief` decides later."""
+    from elmo_keras.training.distribute import chief_by_environment
+
+    cluster = {"worker": ["a:1", "b:2"]}
+    for config, strategy, chief in [
+        ({"cluster": cluster, "task": {"type": "worker", "index": 0}}, "auto", True),
+        ({"cluster": cluster, "task": {"type": "worker", "index": 1}}, "multi-worker", False),
+        ({"cluster": {**cluster, "chief": ["c:3"]}, "task": {"type": "worker"}}, "auto", False),
+        ({"cluster": {**cluster, "chief": ["c:3"]}, "task": {"type": "chief"}}, "auto", True),
+        ({"cluster": cluster, "task": {"type": "worker", "index": 1}}, "default", True),
+        ([], "auto", True),  # not a JSON object: the strategy reports it
+    ]:
+        monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+        assert chief_by_environment(strategy) is chief, (config, strategy)
