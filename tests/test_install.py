@@ -13,6 +13,7 @@ commands run from a temporary folder, and the tests check that `elmo_keras` came
 import json
 import os
 import pathlib
+import re
 import shutil
 import site
 import subprocess
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCES = ["pyproject.toml", "README.md", "elmo_keras", "export"]
+SOURCES = ["pyproject.toml", "README.md", "LICENSE", "elmo_keras", "export"]
 # The XLA setting of tests/conftest.py's JAX run: little to optimise in test-sized programs.
 XLA_FAST = "--xla_backend_optimization_level=0"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
@@ -56,10 +57,11 @@ def wheel(tmp_path_factory):
             shutil.copytree(ROOT / name, source / name, ignore=ignore)
         else:
             shutil.copy2(ROOT / name, source / name)
-    _run(
+    build = _run(
         [
             *PIP,
             "wheel",
+            "--verbose",  # the build backend's own output, its warnings included
             "--no-deps",
             "--no-build-isolation",
             "--no-index",
@@ -70,7 +72,18 @@ def wheel(tmp_path_factory):
         cwd=tmp,
     )
     (path,) = (tmp / "dist").glob("elmo_keras-*.whl")
+    # No warning from the build backend (a deprecated license table, data folders missing from
+    # `packages`): each one is a build that stops working with a later setuptools.
+    output = build.stdout + build.stderr
+    warned = [
+        line.strip()
+        for line in output.splitlines()
+        if "BuildBackendWarning" in line or re.search(r"\bdeprecated\b", line, re.I)
+    ]
+    assert not warned, warned
     names = zipfile.ZipFile(path).namelist()
+    version = path.name.split("-")[1]
+    assert f"elmo_keras-{version}.dist-info/licenses/LICENSE" in names
     assert not [n for n in names if n.startswith("export/")], "a top-level `export` package"
     assert "elmo_keras/export/writer.py" in names
     assert "elmo_keras/assets/tiny_allennlp/lm_weights.hdf5" in names
