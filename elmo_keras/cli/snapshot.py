@@ -42,9 +42,7 @@ def run(args):
             raise CommandError(
                 f"--output {args.output} already holds {', '.join(existing)}; pass --overwrite"
             )
-        from elmo_keras.cli import import_tensorflow
-
-        import_tensorflow()
+        _select_backend(args.run)
         from elmo_keras.training.pipeline import export_checkpoint
 
         try:
@@ -55,3 +53,19 @@ def run(args):
         f"wrote {args.output}/options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5 from {written}"
     )
     return 0
+
+
+def _select_backend(run_dir):
+    """The JAX trainer's checkpoints (`ckpt-N.npz`) are read on any backend, so Keras starts
+    on the installed one (JAX alone in a `[jax]` install); TensorFlow's need TensorFlow."""
+    from elmo_keras.cli import import_tensorflow
+    from elmo_keras.cli._common import select_keras_backend
+    from elmo_keras.installs import require_module
+    from elmo_keras.training.checkpoints import checkpoint_trainer
+    from elmo_keras.training.run_folder import CHECKPOINTS
+
+    if checkpoint_trainer(pathlib.Path(run_dir) / CHECKPOINTS) == "jax":
+        select_keras_backend("keras")
+        return
+    require_module("tensorflow", "a checkpoint of the TensorFlow trainer", "tensorflow")
+    import_tensorflow()
