@@ -24,7 +24,9 @@ def add_parser(subparsers):
     parser.add_argument("--output", required=True, help="hdf5 file to write")
     parser.add_argument("--options", help="bilm-tf options.json, a path or URL")
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL")
-    parser.add_argument("--model", help="a model folder (options.json and weights)")
+    parser.add_argument(
+        "--model", help="a preset name or a model folder (options.json and weights)"
+    )
     parser.add_argument(
         "--preset", metavar="NAME", help="a named biLM or a model folder; see `elmo-keras presets`"
     )
