@@ -116,9 +116,6 @@ def _check_files(args, file_systems):
             f"{len(existing)} output shard(s) {args.output}-SSSSS-of-NNNNN exist (pass "
             "--overwrite to replace them)"
         )
-    parent = os.path.dirname(args.output)
-    if "://" not in args.output and parent and not os.path.isdir(parent):
-        raise CommandError(f"output folder does not exist: {parent}")
 
 
 def own_shards(file_systems, prefix):
@@ -192,6 +189,11 @@ def run(args):
     args.model, args.input, args.output = map(_local, (args.model, args.input, args.output))
     _check_files(args, FileSystems)
     with contextlib.ExitStack() as held:
+        if "://" not in args.output:  # a missing folder is made (removed again on a failure)
+            from elmo_keras.files import check_writable, parent_folders
+
+            check_writable(args.output)
+            held.enter_context(parent_folders(args.output))
         staging = _staging_prefix(args, held)
         old = own_shards(FileSystems, args.output)
         if old and not args.overwrite:  # written meanwhile by another run

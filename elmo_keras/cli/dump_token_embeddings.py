@@ -52,8 +52,6 @@ def run(args):
 
         bilm = BiLM.from_bilm_tf(options, weights)
         vectors = cached_word_vectors(bilm.char_cnn, list(vocab.tokens))
-        write_datasets(
-            output, [("embedding", vectors)], overwrite=args.overwrite, make_parents=False
-        )
+        write_datasets(output, [("embedding", vectors)], overwrite=args.overwrite)
     print(f"wrote {vectors.shape[0]} token vectors of {vectors.shape[1]} values to {output}")
     return 0

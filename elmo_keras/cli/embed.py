@@ -186,17 +186,19 @@ def make_embedder(args):
 
 def check_output_location(args, held):
     """The output's problems, found before any work: an existing output without --overwrite,
-    a device or folder in its place, a missing or unwritable folder. Then the output's lock is
-    taken for the rest of the run (`held`, an `ExitStack`): a second run writing the same
-    output, with or without --overwrite, ends with one line. Returns the path."""
-    from elmo_keras.files import check_output, check_writable, remove_stale
+    a device or folder in its place, an unwritable folder. A missing folder is made (removed
+    again if the command fails: `files.parent_folders`). Then the output's lock is taken for
+    the rest of the run (`held`, an `ExitStack`): a second run writing the same output, with
+    or without --overwrite, ends with one line. Returns the path."""
+    from elmo_keras.files import check_output, check_writable, parent_folders, remove_stale
     from elmo_keras.output_access import output_lock
 
     output = pathlib.Path(args.output)
     if output.exists() and not args.overwrite:
         raise CommandError(f"output exists: {output} (pass --overwrite to replace it)")
     check_output(output, overwrite=True, kind="file")  # a device or a folder is never replaced
-    check_writable(output, make_parents=False)
+    check_writable(output)
+    held.enter_context(parent_folders(output))
     held.enter_context(output_lock(output))
     if not args.overwrite and (output.exists() or output.is_symlink()):
         raise FileExistsError(f"output exists: {output} (another run has just written it)")
@@ -268,7 +270,7 @@ def run(args):
         if index:  # after the last sentence's dataset: by then every sentence has been read
             datasets = itertools.chain(datasets, (index.dataset() for _ in range(1)))
         try:
-            write_datasets(output, datasets, overwrite=args.overwrite, make_parents=False)
+            write_datasets(output, datasets, overwrite=args.overwrite)
         except RuntimeError as error:  # an hdf5 failure that is not an OSError: one line too
             reason = " ".join(str(error).split())
             raise OSError(f"could not write {output}: {reason}; nothing was written") from None
