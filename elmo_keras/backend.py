@@ -7,6 +7,10 @@ parts are TensorFlow by nature: string inputs (`ElmoEmbedding(input_type="tokens
 TensorFlow tensor in a JAX program. Keras is imported inside the functions: this module is on
 the package's lowest floor (docs/architecture.md).
 
+On the command line, `embed`, `dump-token-embeddings`, `evaluate`, `snapshot`, `demo` and `train`
+(its own JAX trainer) run on JAX too (`--backend jax`, or a `[jax]` install, where Keras starts
+on JAX); `export` traces the model on TensorFlow; `embed --backend onnx` needs ONNX Runtime only.
+
 What must be installed for each part, and the extras that install it, is `installs.py`.
 """
 
@@ -36,5 +40,5 @@ def require_tensorflow_backend(owner):
         raise RuntimeError(
             f"`{owner}` needs the TensorFlow backend (KERAS_BACKEND=tensorflow){installed}; "
             f"received backend {backend!r}. The layers, `BiLM`, `ElmoEmbedding` on character "
-            "ids and `BiLMEmbedder` run on every backend (the README's Backends section)."
+            "ids and `BiLMEmbedder` run on every backend (`python -m pydoc elmo_keras.backend`)."
         )

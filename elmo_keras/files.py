@@ -179,6 +179,36 @@ def check_writable(output, make_parents=True):
 
 
 @contextlib.contextmanager
+def parent_folders(output):
+    """Makes `output`'s missing parent folders for the block; if the block fails, those it
+    made are removed again (while empty).
+
+    Every command's rule for an output whose folder is missing: the folders are made, as
+    `train --output` makes its run folder (Beam's file sinks do the same). A parent that is a
+    file is a `NotADirectoryError` naming it.
+
+    Args:
+        output: str or path-like. The file or folder that will be written.
+    """
+    output = pathlib.Path(output).absolute()
+    made = []
+    folder = output.parent
+    while not folder.exists() and folder != folder.parent:
+        made.append(folder)
+        folder = folder.parent
+    if made and not folder.is_dir():
+        raise NotADirectoryError(f"cannot create {output}: {folder} is not a folder")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield output.parent
+    except BaseException:
+        for folder in made:  # the innermost first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+@contextlib.contextmanager
 def atomic_file(path, overwrite=True, make_parents=True):
     """Yields a temporary path beside `path`; it becomes `path` when the block succeeds, with
     the usual permissions (0666 less the umask; private while it is written).

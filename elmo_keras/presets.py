@@ -153,6 +153,38 @@ def resolve_preset(preset, cache_dir=None, progress=True):
     return options, cached_path(weights, cache_dir=cache_dir, progress=progress)
 
 
+def model_folder(model):
+    """The folder that `model` names: a packaged preset's (`mini_en`, `tiny`; any case), else
+    `model` itself as a path (what `elmo-keras evaluate --model` reads: the biLM with its
+    vocabulary and softmax).
+
+    Raises:
+        ValueError: a published preset's name (it is two downloaded files, not a folder), or
+            neither a packaged name nor a folder.
+
+    Example:
+    >>> model_folder("mini_en").name
+    'mini_en'
+    """
+    name = _preset_name(model)
+    packaged = ", ".join(n for n, e in PRESETS.items() if "package" in e)
+    if name is None:
+        if pathlib.Path(model).is_dir():
+            return pathlib.Path(model)
+        close = difflib.get_close_matches(str(model).lower(), PRESETS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"folder not found, nor a packaged preset ({packaged}): {str(model)!r}{hint}"
+        )
+    entry = PRESETS[name]
+    if "package" not in entry:
+        raise ValueError(
+            f"the preset {name!r} is published as two files (options, weights), not as a model "
+            f"folder; give a folder or a packaged preset ({packaged}). Received: {model!r}"
+        )
+    return _package_folder(entry["package"], (entry["options"], entry["weights"]))
+
+
 def architecture(options):
     """The numbers that tell published biLMs apart, from an options dict (`read_options`):
     `{"lstm.dim": ..., "lstm.projection_dim": ..., "lstm.n_layers": ...,

@@ -168,8 +168,10 @@ def export_model(
     manifest = {
         "producer": "elmo-keras",
         "elmo_keras_version": elmo_keras.__version__,
-        "options": os.fspath(options_path),
-        "weights": os.fspath(weights_path),
+        # Absolute, as resolved: the record is read from other folders than the one it was
+        # typed in.
+        "options": os.fspath(pathlib.Path(options_path).resolve()),
+        "weights": os.fspath(pathlib.Path(weights_path).resolve()),
         "files": {},
     }
     with atomic_directory(output, overwrite, EXPORT_FOLDER, inputs) as staging:

@@ -84,6 +84,14 @@ def onnx_model(keras_bilm, tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory):
+    """The elmo-keras wheel, built once per session from a copy of the sources."""
+    from tests.wheel_build import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
 @pytest.fixture(autouse=True)
 def _clear_keras_session():
     import keras

@@ -13,6 +13,8 @@ WORKDIR holds `job.json`; each mode writes `report.json` there (with `tensorflow
 - `parallel`: the same run on one device and on every device (`XLA_FLAGS` sets how many), for
   `job["steps"]` steps; the largest weight and state differences.
 - `train`: `train(TrainingRun(**job["run"]))`, the pipeline end to end (kill and resume tests).
+- `cli`: `elmo-keras` with the arguments `job["argv"]` (commands that must run without
+  TensorFlow: `snapshot` of a JAX run, `demo`); its exit code, stdout and stderr.
 """
 
 import importlib.abc
@@ -102,12 +104,26 @@ def train_run(job, workdir):
     return {"train": summary["train"]}
 
 
+def command_line(job, workdir):
+    """`elmo-keras ARGV` (`job["argv"]`) as in a `[jax]` install: its exit code and output."""
+    import contextlib
+    import io
+
+    from elmo_keras.cli import main as elmo_keras
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = elmo_keras(job["argv"])
+    return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+
+
 def main(mode, workdir):
     sys.meta_path.insert(0, _NoTensorFlow())
     os.environ["KERAS_BACKEND"] = "jax"
     workdir = pathlib.Path(workdir)
     job = json.loads((workdir / "job.json").read_text())
-    report = {"compare": compare, "parallel": parallel, "train": train_run}[mode](job, workdir)
+    modes = {"compare": compare, "parallel": parallel, "train": train_run, "cli": command_line}
+    report = modes[mode](job, workdir)
     report["tensorflow_imported"] = "tensorflow" in sys.modules
     (workdir / "report.json").write_text(json.dumps(report))
 

@@ -1,19 +1,19 @@
 """The wheel installs and runs outside the repository, by extra as Keras 3's installs go.
 
-The wheel is built once per module from a copy of the sources (nothing is written into the
-checkout). `installed`: the wheel in a virtual environment whose dependencies (TensorFlow, ...)
-are not downloaded again: a `.pth` file puts this environment's site-packages after the new
-one's, and this environment's editable install of elmo-keras is not active there (its hook is a
-`.pth` file of a site folder that the new environment does not process). The `slow` tests
-install `[runtime]` and `[jax]` alone into fresh environments with pip (from the package
-registries, through pip's cache) and check that each runs without what it leaves out. The
-commands run from a temporary folder, and the tests check that `elmo_keras` came from the wheel.
+The wheel is built once per session from a copy of the sources (`tests/wheel_build.py`; nothing
+is written into the checkout). `installed`: the wheel in a virtual environment whose
+dependencies (TensorFlow, ...) are not downloaded again: a `.pth` file puts this environment's
+site-packages after the new one's, and this environment's editable install of elmo-keras is not
+active there (its hook is a `.pth` file of a site folder that the new environment does not
+process). The `slow` tests install `[runtime]` and `[jax]` alone into fresh environments with
+pip (from the package registries, through pip's cache) and check that each runs without what it
+leaves out. The commands run from a temporary folder, and the tests check that `elmo_keras` came
+from the wheel.
 """
 
 import json
 import os
-import pathlib
-import shutil
+import re
 import site
 import subprocess
 import sys
@@ -24,57 +24,31 @@ import h5py
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCES = ["pyproject.toml", "README.md", "elmo_keras", "export"]
+from tests.wheel_build import BUILD_LOG, PIP, ROOT
+from tests.wheel_build import run_checked as _run
+
 # The XLA setting of tests/conftest.py's JAX run: little to optimise in test-sized programs.
 XLA_FAST = "--xla_backend_optimization_level=0"
-PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
 
 
-def _run(command, cwd, env=None, timeout=300):
-    result = subprocess.run(
-        [str(c) for c in command],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-    )
-    assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
-    return result
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    """The elmo-keras wheel, built from a copy of the sources."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "source"
-    source.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=ignore)
-        else:
-            shutil.copy2(ROOT / name, source / name)
-    _run(
-        [
-            *PIP,
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-w",
-            tmp / "dist",
-            source,
-        ],
-        cwd=tmp,
-    )
-    (path,) = (tmp / "dist").glob("elmo_keras-*.whl")
-    names = zipfile.ZipFile(path).namelist()
+def test_the_wheel_builds_without_warnings_and_holds_the_package(wheel):
+    """No warning from the build backend (a deprecated license table, data folders missing
+    from `packages`: each one a build that stops working with a later setuptools); the
+    license, the export package under `elmo_keras` and the packaged models are in it."""
+    output = (wheel.parents[1] / BUILD_LOG).read_text(encoding="utf-8")
+    warned = [
+        line.strip()
+        for line in output.splitlines()
+        if "BuildBackendWarning" in line or re.search(r"\bdeprecated\b", line, re.I)
+    ]
+    assert not warned, warned
+    names = zipfile.ZipFile(wheel).namelist()
+    version = wheel.name.split("-")[1]
+    assert f"elmo_keras-{version}.dist-info/licenses/LICENSE" in names
     assert not [n for n in names if n.startswith("export/")], "a top-level `export` package"
     assert "elmo_keras/export/writer.py" in names
     assert "elmo_keras/assets/tiny_allennlp/lm_weights.hdf5" in names
-    return path
+    assert "elmo_keras/assets/mini_en/softmax.hdf5" in names
 
 
 @pytest.fixture(scope="module")

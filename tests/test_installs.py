@@ -35,6 +35,24 @@ def test_a_jax_only_install_starts_keras_on_jax(no_backend_set, monkeypatch):
     installs.require_keras_backend()  # Keras and JAX are there: nothing to say
 
 
+def test_a_module_an_import_hook_refuses_counts_as_missing(no_backend_set, monkeypatch):
+    """A finder that raises for TensorFlow (as tests/jax_child.py's does, or a site's policy
+    hook) makes it missing, not a traceback at `import elmo_keras`."""
+    import importlib.abc
+
+    class Refuse(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.partition(".")[0] == "tensorflow":
+                raise ModuleNotFoundError(f"{name} is blocked")
+            return None
+
+    monkeypatch.delitem(sys.modules, "tensorflow")
+    monkeypatch.setattr(sys, "meta_path", [Refuse(), *sys.meta_path])
+    assert installs.is_installed("tensorflow") is False
+    assert installs.is_installed("jax") is True
+    assert installs.fall_back_to_installed_backend() == "jax"
+
+
 def test_no_fallback_where_a_choice_was_made_or_tensorflow_is_there(no_backend_set, monkeypatch):
     assert installs.fall_back_to_installed_backend() is None  # TensorFlow is installed
     monkeypatch.setitem(sys.modules, "tensorflow", None)

@@ -223,7 +223,12 @@ def select_keras_backend(choice):
     """Sets `KERAS_BACKEND` for `--backend tensorflow|jax` (Keras reads it once, when first
     imported); `keras` keeps the environment's. TensorFlow is imported with its logs hidden."""
     from elmo_keras.cli import import_tensorflow
+    from elmo_keras.installs import BACKEND_EXTRAS, install_hint, is_installed
 
+    if choice in BACKEND_EXTRAS and not is_installed(choice):  # the flag's, not the setting's
+        raise CommandError(
+            f"--backend {choice}: {choice} is not installed: {install_hint(BACKEND_EXTRAS[choice])}"
+        )
     if choice in ("tensorflow", "jax"):
         loaded = sys.modules.get("keras")
         if loaded is not None and loaded.config.backend() != choice:

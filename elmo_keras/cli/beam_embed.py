@@ -24,7 +24,12 @@ def add_parser(subparsers):
         "form, --name=value or --name value, e.g. --direct_num_workers=2 "
         "--direct_running_mode multi_processing (a `--` before them also works).",
     )
-    parser.add_argument("--model", required=True, help="an .onnx file from `elmo-keras export`")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="an .onnx file from `elmo-keras export` (of a preset: `elmo-keras export --preset "
+        "NAME --format onnx`)",
+    )
     parser.add_argument("--input", required=True, help="a glob of text files (local, gs://, ...)")
     parser.add_argument("--output", required=True, help="the path prefix of the TFRecord shards")
     parser.add_argument(
@@ -59,6 +64,14 @@ def add_parser(subparsers):
 
 
 def _check_arguments(args):
+    from elmo_keras.presets import PRESETS
+
+    if args.model.lower() in PRESETS and not os.path.exists(args.model):
+        raise CommandError(
+            f"--model {args.model}: beam-embed's workers run an ONNX model (ONNX Runtime, no "
+            f"Keras); export the preset once with `elmo-keras export --preset {args.model} "
+            "--format onnx --output DIR`, then give --model DIR/model.onnx"
+        )
     if args.input == "-":
         raise CommandError(
             "--input -: beam-embed reads files by a glob (its workers cannot read this "
@@ -105,9 +118,6 @@ def _check_files(args, file_systems):
             f"{len(existing)} output shard(s) {args.output}-SSSSS-of-NNNNN exist (pass "
             "--overwrite to replace them)"
         )
-    parent = os.path.dirname(args.output)
-    if "://" not in args.output and parent and not os.path.isdir(parent):
-        raise CommandError(f"output folder does not exist: {parent}")
 
 
 def own_shards(file_systems, prefix):
@@ -181,6 +191,11 @@ def run(args):
     args.model, args.input, args.output = map(_local, (args.model, args.input, args.output))
     _check_files(args, FileSystems)
     with contextlib.ExitStack() as held:
+        if "://" not in args.output:  # a missing folder is made (removed again on a failure)
+            from elmo_keras.files import check_writable, parent_folders
+
+            check_writable(args.output)
+            held.enter_context(parent_folders(args.output))
         staging = _staging_prefix(args, held)
         old = own_shards(FileSystems, args.output)
         if old and not args.overwrite:  # written meanwhile by another run

@@ -110,7 +110,8 @@ def show_senses(bilm, label):
 
 
 def run(args):
-    from elmo_keras.cli import CommandError, import_tensorflow
+    from elmo_keras.cli import CommandError
+    from elmo_keras.cli._common import select_keras_backend
 
     if args.minutes <= 0:
         raise CommandError(f"--minutes must be positive. Received: {args.minutes}")
@@ -128,7 +129,7 @@ def run(args):
             options, weights = resolve_preset(args.model)
         except ValueError as error:
             raise CommandError(f"--model: {error}") from None
-    import_tensorflow()
+    select_keras_backend("keras")  # TensorFlow only where Keras runs on it
     from elmo_keras.models import BiLM
 
     if not args.train:

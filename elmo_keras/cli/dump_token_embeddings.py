@@ -24,7 +24,9 @@ def add_parser(subparsers):
     parser.add_argument("--output", required=True, help="hdf5 file to write")
     parser.add_argument("--options", help="bilm-tf options.json, a path or URL")
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL")
-    parser.add_argument("--model", help="a model folder (options.json and weights)")
+    parser.add_argument(
+        "--model", help="a preset name or a model folder (options.json and weights)"
+    )
     parser.add_argument(
         "--preset", metavar="NAME", help="a named biLM or a model folder; see `elmo-keras presets`"
     )
@@ -50,8 +52,6 @@ def run(args):
 
         bilm = BiLM.from_bilm_tf(options, weights)
         vectors = cached_word_vectors(bilm.char_cnn, list(vocab.tokens))
-        write_datasets(
-            output, [("embedding", vectors)], overwrite=args.overwrite, make_parents=False
-        )
+        write_datasets(output, [("embedding", vectors)], overwrite=args.overwrite)
     print(f"wrote {vectors.shape[0]} token vectors of {vectors.shape[1]} values to {output}")
     return 0

@@ -30,8 +30,9 @@ def add_parser(subparsers):
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL (Keras backend)")
     parser.add_argument(
         "--model",
-        help="a training output folder (Keras backend) or an .onnx file (ONNX backend; a path "
-        "ending in .onnx selects it without --backend onnx)",
+        help="a preset name or a training output folder (Keras backend; see `elmo-keras "
+        "presets`), or an .onnx file (ONNX backend; a path ending in .onnx selects it without "
+        "--backend onnx)",
     )
     parser.add_argument(
         "--preset",
@@ -64,8 +65,9 @@ def add_parser(subparsers):
         choices=["keras", "tensorflow", "jax", "onnx"],
         default="keras",
         help="keras: Keras on its configured backend (KERAS_BACKEND, else TensorFlow); "
-        "tensorflow or jax: Keras on that backend (the same vectors within 1e-5; see the "
-        "README's Backends section); onnx: ONNX Runtime on an exported --model M.onnx "
+        "tensorflow or jax: Keras on that backend (the same vectors within 1e-5; what runs "
+        "where: `python -m pydoc elmo_keras.backend`); onnx: ONNX Runtime on an exported "
+        "--model M.onnx "
         "(default: keras)",
     )
     parser.add_argument(
@@ -127,15 +129,16 @@ def resolve_model_files(args):
     """Local (options, weights) paths from --preset, a --model folder, or --options/--weights
     (paths or URLs; a URL is downloaded once into the cache)."""
     from elmo_keras.download import cached_path
-    from elmo_keras.presets import find_model_files, resolve_preset
+    from elmo_keras.presets import PRESETS, resolve_preset
 
     sources = [args.preset, args.model, args.options or args.weights]
     if sum(bool(source) for source in sources) > 1:
         raise CommandError("give one of --preset NAME, --model DIR, or --options and --weights")
-    if args.model and not pathlib.Path(args.model).is_dir():
+    is_name = str(args.model or "").lower() in PRESETS  # `--model mini_en` is `--preset mini_en`
+    if args.model and not (is_name or pathlib.Path(args.model).is_dir()):
         raise CommandError(
-            f"--model must be a folder with options.json and weights for "
-            f"the keras backend. Received: {args.model}"
+            f"--model must be a preset name (see `elmo-keras presets`) or a folder with "
+            f"options.json and weights for the keras backend. Received: {args.model}"
         )
     if not (args.preset or args.model or (args.options and args.weights)):
         raise CommandError(
@@ -144,10 +147,8 @@ def resolve_model_files(args):
     check_input_file("--options", args.options)
     check_input_file("--weights", args.weights)
     try:
-        if args.preset:
-            return resolve_preset(args.preset)
-        if args.model:
-            return find_model_files(args.model)
+        if args.preset or args.model:  # a name, or a folder (`find_model_files`)
+            return resolve_preset(args.preset or args.model)
         return cached_path(args.options), cached_path(args.weights)
     except ValueError as error:
         flag = "--preset" if args.preset else "--model" if args.model else "--options/--weights"
@@ -173,7 +174,15 @@ def make_embedder(args):
         except (FileNotFoundError, ValueError) as error:
             if named_a_file:  # a file ONNX Runtime cannot read: a failure (exit code 1)
                 raise
-            raise CommandError(f"--model: {error}") from None  # missing, or a folder
+            from elmo_keras.presets import PRESETS
+
+            hint = ""
+            if args.model.lower() in PRESETS:
+                hint = (
+                    f" (the preset {args.model} runs without --backend onnx; its ONNX model: "
+                    f"`elmo-keras export --preset {args.model} --format onnx`)"
+                )
+            raise CommandError(f"--model: {error}{hint}") from None  # missing, or a folder
     options, weights = resolve_model_files(args)  # any download happens before Keras loads
     select_keras_backend(args.backend)
     from elmo_keras.models import BiLM
@@ -185,17 +194,19 @@ def make_embedder(args):
 
 def check_output_location(args, held):
     """The output's problems, found before any work: an existing output without --overwrite,
-    a device or folder in its place, a missing or unwritable folder. Then the output's lock is
-    taken for the rest of the run (`held`, an `ExitStack`): a second run writing the same
-    output, with or without --overwrite, ends with one line. Returns the path."""
-    from elmo_keras.files import check_output, check_writable, remove_stale
+    a device or folder in its place, an unwritable folder. A missing folder is made (removed
+    again if the command fails: `files.parent_folders`). Then the output's lock is taken for
+    the rest of the run (`held`, an `ExitStack`): a second run writing the same output, with
+    or without --overwrite, ends with one line. Returns the path."""
+    from elmo_keras.files import check_output, check_writable, parent_folders, remove_stale
     from elmo_keras.output_access import output_lock
 
     output = pathlib.Path(args.output)
     if output.exists() and not args.overwrite:
         raise CommandError(f"output exists: {output} (pass --overwrite to replace it)")
     check_output(output, overwrite=True, kind="file")  # a device or a folder is never replaced
-    check_writable(output, make_parents=False)
+    check_writable(output)
+    held.enter_context(parent_folders(output))
     held.enter_context(output_lock(output))
     if not args.overwrite and (output.exists() or output.is_symlink()):
         raise FileExistsError(f"output exists: {output} (another run has just written it)")
@@ -283,7 +294,7 @@ def run(args):
         if index:  # after the last sentence's dataset: by then every sentence has been read
             datasets = itertools.chain(datasets, (index.dataset() for _ in range(1)))
         try:
-            write_datasets(output, datasets, overwrite=args.overwrite, make_parents=False)
+            write_datasets(output, datasets, overwrite=args.overwrite)
         except RuntimeError as error:  # an hdf5 failure that is not an OSError: one line too
             reason = " ".join(str(error).split())
             raise OSError(f"could not write {output}: {reason}; nothing was written") from None

@@ -16,7 +16,12 @@ def add_parser(subparsers):
             "from window to window as in training."
         ),
     )
-    parser.add_argument("--model", required=True, help="the folder `elmo-keras train` wrote")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="the folder `elmo-keras train` wrote, or a packaged preset that keeps its "
+        "vocabulary and softmax (mini_en; see `elmo-keras presets`)",
+    )
     parser.add_argument("--data", required=True, help="text file, one sentence/paragraph a line")
     parser.add_argument(
         "--batch-size", type=int, default=16, help="rows of windows per step (default: 16)"
@@ -48,8 +53,19 @@ def add_parser(subparsers):
 
 
 def run(args):
-    if not os.path.isdir(args.model):
-        raise CommandError(f"--model: folder not found: {args.model}")
+    from elmo_keras.presets import PRESETS, model_folder
+    from elmo_keras.training.model_files import MODEL_FILES
+
+    try:
+        folder = model_folder(args.model)
+    except ValueError as error:
+        raise CommandError(f"--model: {error}") from None
+    missing = [name for name in MODEL_FILES if not (folder / name).is_file()]
+    if missing and args.model.lower() in PRESETS:  # a preset without its training head
+        raise CommandError(
+            f"--model {args.model}: evaluate needs the model's {' and '.join(missing)}, which "
+            "this preset does not ship (mini_en does; or a folder `elmo-keras train` wrote)"
+        )
     if not os.path.isfile(args.data):
         if os.path.exists(args.data):
             raise CommandError(f"--data: {args.data} is not a regular file (a folder or a device)")
@@ -63,7 +79,7 @@ def run(args):
     from elmo_keras.training.evaluation import evaluate_model
     from elmo_keras.training.model_files import load_language_model
 
-    model, vocabulary = load_language_model(args.model)
+    model, vocabulary = load_language_model(folder)
     basis = None
     for path in args.basis_vocab or ():
         words = set(Vocabulary.load(path).tokens)

@@ -69,14 +69,16 @@ def resolve_source(args):
     """Local `(options, weights)` paths from `--options`/`--weights` (paths or URLs; a URL is
     downloaded once into the cache), `--run-dir` or `--preset`."""
     from elmo_keras.download import cached_path  # noqa: PLC0415
-    from elmo_keras.presets import find_model_files, resolve_preset  # noqa: PLC0415
+    from elmo_keras.presets import PRESETS, find_model_files, resolve_preset  # noqa: PLC0415
 
     if args.run_dir and (args.options or args.weights):
         raise CommandError("give either --run-dir or --options and --weights, not both")
     if args.preset and (args.run_dir or args.options or args.weights):
         raise CommandError("give either --preset or --run-dir or --options and --weights")
     if args.run_dir and not pathlib.Path(args.run_dir).is_dir():
-        raise CommandError(f"--run-dir {str(args.run_dir)!r} is not a folder")
+        name = str(args.run_dir).lower() in PRESETS
+        hint = f" (for the preset: --preset {args.run_dir})" if name else ""
+        raise CommandError(f"--run-dir {str(args.run_dir)!r} is not a folder{hint}")
     if not (args.preset or args.run_dir or (args.options and args.weights)):
         raise CommandError("give --options and --weights (or --run-dir or --preset)")
     check_input_file("--options", args.options)

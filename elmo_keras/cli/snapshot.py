@@ -45,9 +45,7 @@ def run(args):
         if own_run or os.path.lexists(output / LOCK_FILE):
             held.enter_context(lock_run(output))  # a live run's folder is refused
         _check_output(args, output, own_run)
-        from elmo_keras.cli import import_tensorflow
-
-        import_tensorflow()
+        _select_backend(args.run)
         from elmo_keras.training.pipeline import export_checkpoint
 
         try:
@@ -87,3 +85,19 @@ def _check_output(args, output, own_run):
             f"--output {args.output} holds {', '.join(existing)} but no model (options.json and "
             "lm_weights.hdf5); they are not replaced: choose another output"
         )
+
+
+def _select_backend(run_dir):
+    """The JAX trainer's checkpoints (`ckpt-N.npz`) are read on any backend, so Keras starts
+    on the installed one (JAX alone in a `[jax]` install); TensorFlow's need TensorFlow."""
+    from elmo_keras.cli import import_tensorflow
+    from elmo_keras.cli._common import select_keras_backend
+    from elmo_keras.installs import require_module
+    from elmo_keras.training.checkpoints import checkpoint_trainer
+    from elmo_keras.training.run_folder import CHECKPOINTS
+
+    if checkpoint_trainer(pathlib.Path(run_dir) / CHECKPOINTS) == "jax":
+        select_keras_backend("keras")
+        return
+    require_module("tensorflow", "a checkpoint of the TensorFlow trainer", "tensorflow")
+    import_tensorflow()

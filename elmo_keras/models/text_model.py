@@ -69,9 +69,37 @@ def as_keras_text(x, name="x"):
     return x
 
 
-def _validation_as_keras_text(validation_data):
+def _refuse_text_for_numbers(model, x, name):
+    """One line, instead of Keras' failed cast or shape check, when text reaches a Functional
+    model whose inputs all take numbers (an `ElmoEmbedding` on character ids)."""
+    if not (isinstance(x, np.ndarray) and x.dtype == object and x.size):
+        return
+    if not _is_text(x.reshape(-1)[0]):
+        return
+    try:
+        inputs = model.inputs  # a Functional model's; a subclass has none
+    except AttributeError:
+        return
+    if not inputs or any(str(getattr(t, "dtype", "")) == "string" for t in inputs):
+        return
+    specs = ", ".join(f"{t.dtype} {tuple(t.shape)}" for t in inputs)
+    raise ValueError(
+        f"`{name}` holds text, but this model's inputs take numbers ({specs}): for raw "
+        "sentences make its `ElmoEmbedding` with `input_type='sentences'` on a "
+        "`keras.Input((), dtype='string')` (`input_type='tokens'` for padded token rows), on "
+        "the TensorFlow backend. Received: text of shape " + str(x.shape)
+    )
+
+
+def _text(model, x, name="x"):
+    x = as_keras_text(x, name)
+    _refuse_text_for_numbers(model, x, name)
+    return x
+
+
+def _validation_text(model, validation_data):
     if isinstance(validation_data, tuple) and validation_data:
-        return (as_keras_text(validation_data[0], "validation_data[0]"), *validation_data[1:])
+        return (_text(model, validation_data[0], "validation_data[0]"), *validation_data[1:])
     return validation_data
 
 
@@ -84,7 +112,9 @@ class TextModel(keras.Model):
     layer sees the text. `TextModel` is built like any Functional model,
     `TextModel(inputs, outputs)` (or subclassed), and converts those forms to NumPy object
     arrays first (`as_keras_text`); tensors, object arrays and `tf.data` pass unchanged. The
-    `*_on_batch` methods convert too. It saves and loads as a `.keras` file like its parent.
+    `*_on_batch` methods convert too. Text given to a Functional model whose inputs take
+    numbers (an `ElmoEmbedding` on character ids) is one `ValueError` naming
+    `input_type='sentences'`. It saves and loads as a `.keras` file like its parent.
 
     Args:
         *args, **kwargs: those of `keras.Model`: `TextModel(inputs, outputs, name=...)`.
@@ -105,24 +135,24 @@ class TextModel(keras.Model):
 
     def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
         return super().fit(
-            as_keras_text(x),
+            _text(self, x),
             y,
             *args,
-            validation_data=_validation_as_keras_text(validation_data),
+            validation_data=_validation_text(self, validation_data),
             **kwargs,
         )
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
-        return super().evaluate(as_keras_text(x), y, *args, **kwargs)
+        return super().evaluate(_text(self, x), y, *args, **kwargs)
 
     def predict(self, x, *args, **kwargs):
-        return super().predict(as_keras_text(x), *args, **kwargs)
+        return super().predict(_text(self, x), *args, **kwargs)
 
     def train_on_batch(self, x, y=None, *args, **kwargs):
-        return super().train_on_batch(as_keras_text(x), y, *args, **kwargs)
+        return super().train_on_batch(_text(self, x), y, *args, **kwargs)
 
     def test_on_batch(self, x, y=None, *args, **kwargs):
-        return super().test_on_batch(as_keras_text(x), y, *args, **kwargs)
+        return super().test_on_batch(_text(self, x), y, *args, **kwargs)
 
     def predict_on_batch(self, x):
-        return super().predict_on_batch(as_keras_text(x))
+        return super().predict_on_batch(_text(self, x))

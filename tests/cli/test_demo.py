@@ -1,12 +1,19 @@
 """`elmo-keras demo`: the sense table of a packaged model, and its errors."""
 
+import json
+import os
+import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from elmo_keras.cli import main
 from elmo_keras.cli.demo_senses import SENSES, sense_statistics
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _table(out):
@@ -30,6 +37,25 @@ def test_demo_prints_the_sense_table_of_a_preset(capsys):
     for cells in rows.values():
         assert len(cells) == 3  # layer 0 and two LSTM layers (the tiny model)
         assert cells[0] == (1.0, 1.0, None)  # layer 0: one vector whatever the context
+
+
+def test_demo_runs_where_tensorflow_cannot_load(tmp_path, capsys):
+    """In a `[jax]` install (TensorFlow absent) the demo embeds on JAX and
+    prints the table this process prints (it asked for TensorFlow before)."""
+    assert main(["demo", "--model", "tiny"]) == 0
+    expected = _table(capsys.readouterr().out)
+    (tmp_path / "job.json").write_text(json.dumps({"argv": ["demo", "--model", "tiny"]}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "tests.jax_training_child", "cli", str(tmp_path)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["code"] == 0 and not report["tensorflow_imported"], report["stderr"]
+    got = _table(report["stdout"])
+    assert sorted(got) == sorted(expected)
+    for word, cells in expected.items():
+        for mine, theirs in zip(cells, got[word], strict=True):
+            assert mine[:2] == pytest.approx(theirs[:2], abs=0.011), word  # printed to 0.01
 
 
 def test_demo_table_equals_a_numpy_computation(capsys):

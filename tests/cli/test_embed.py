@@ -196,11 +196,11 @@ def test_dataset_index_is_the_line_number_whatever_the_line_contains(tmp_path, m
 
 
 def test_output_problems_are_found_before_the_work(tmp_path, model_args, input_file, capsys):
-    # Issue 12, D1 and D11: a device or a folder is never replaced; a missing folder is named.
+    # Issue 12, D1 and D11: a device or a folder is never replaced (a missing folder is made:
+    # test_missing_output_folders_are_made_and_removed_on_a_failure).
     for output, message in [
         ("/dev/null", "'/dev/null' is not a regular file"),
         (str(tmp_path), "is a directory; only a regular file is replaced"),
-        (str(tmp_path / "missing" / "out.hdf5"), "output folder does not exist"),
     ]:
         argv = ["embed", *model_args, "--input", str(input_file), "--output", output]
         assert main([*argv, "--overwrite"]) != 0
@@ -326,7 +326,7 @@ def test_damaged_weights_are_one_line_naming_the_file(
 def test_every_output_problem_is_found_before_the_model_loads(
     tmp_path, model_args, input_file, monkeypatch, capsys, read_only_folder
 ):
-    # Issue 12, D11: a folder, a missing or unwritable folder, named before any work.
+    # Issue 12, D11: a folder, a file as a folder, an unwritable folder, named before any work.
     import elmo_keras.cli.embed
 
     def no_work(args):
@@ -336,13 +336,38 @@ def test_every_output_problem_is_found_before_the_model_loads(
     (tmp_path / "file").write_text("x")
     for output, message in [
         (tmp_path, f"'{tmp_path}' is a directory; only a regular file is replaced"),
-        (tmp_path / "missing" / "out.hdf5", f"output folder does not exist: {tmp_path}/missing"),
         (tmp_path / "file" / "out.hdf5", f"cannot create {tmp_path}/file/out.hdf5: {tmp_path}/"),
         (read_only_folder / "out.hdf5", f"cannot write to {read_only_folder} (for "),
     ]:
         argv = ["embed", *model_args, "--input", str(input_file), "--output", str(output)]
         assert main([*argv, "--overwrite"]) == 1
         assert message in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("command", ["embed", "dump-token-embeddings"])
+def test_missing_output_folders_are_made_and_removed_on_a_failure(
+    command, tmp_path, model_args, input_file, monkeypatch, capsys
+):
+    """One rule for every command (issue 39): an output's missing folders are made (embed
+    was exit 1 "output folder does not exist"); a run that then fails leaves none behind."""
+    (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nbank\n", encoding="utf-8")
+    given = {"embed": ["--input", str(input_file)], "dump-token-embeddings": ["--vocab"]}
+    given["dump-token-embeddings"].append(str(tmp_path / "vocab.txt"))
+    output = tmp_path / "new" / "deeper" / "out.hdf5"
+    argv = [command, *model_args, *given[command], "--output", str(output)]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert read(output)
+
+    import elmo_keras.models
+
+    def broken(*args, **kwargs):
+        raise OSError("the model file cannot be read")
+
+    monkeypatch.setattr(elmo_keras.models.BiLM, "from_bilm_tf", broken)
+    failed = tmp_path / "other" / "deeper" / "out.hdf5"
+    assert main([*argv[:-1], str(failed)]) == 1
+    assert "the model file cannot be read" in _one_error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "sentences.txt", "vocab.txt"]
 
 
 @pytest.fixture

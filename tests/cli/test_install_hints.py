@@ -35,3 +35,26 @@ def test_export_without_tensorflow_is_one_line(tmp_path, capsys, monkeypatch, fm
         f'pip install "elmo-keras[{extra}]"\n'
     )
     assert not output.exists()
+
+
+@pytest.mark.parametrize("command", ["embed", "train"])
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_a_backend_flag_whose_backend_is_missing_names_it(
+    tmp_path, capsys, monkeypatch, command, backend
+):
+    """`--backend jax` where JAX is not installed: one line naming the flag and the extra,
+    not KERAS_BACKEND or keras.json (which the user did not set)."""
+    monkeypatch.setitem(sys.modules, backend, None)  # as if it were not installed
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    (tmp_path / "in.txt").write_text("a b c\n", encoding="utf-8")
+    inputs = {
+        "embed": ["--preset", "tiny", "--input", str(tmp_path / "in.txt")],
+        "train": ["--train", str(tmp_path / "in.txt"), "--steps", "1"],
+    }[command]
+    args = [command, "--backend", backend, *inputs, "--output", str(tmp_path / "out")]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        f"elmo-keras {command}: error: --backend {backend}: {backend} is not installed: "
+        f'pip install "elmo-keras[{backend}]"\n'
+    )
+    assert not (tmp_path / "out").exists()

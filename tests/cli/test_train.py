@@ -22,7 +22,7 @@ def config_file(tmp_path):
 
 def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsys):
     data = str(bilm_tf_fixture / "train" / "data.txt")
-    out = tmp_path / "run"
+    out = tmp_path / "runs" / "first" / "run"  # missing folders are made (every command's rule)
     argv = [
         "train",
         "--train",
@@ -84,13 +84,14 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
                 "--checkpoint",
                 "ckpt-3",
                 "--output",
-                str(tmp_path / "snap3"),
+                str(tmp_path / "snapshots" / "snap3"),
             ]
         )
         == 0
     )
     assert "ckpt-3" in capsys.readouterr().out
-    assert hdf5_bytes(tmp_path / "snap3" / "lm_weights.hdf5") == hdf5_bytes(tmp_path / "step3.hdf5")
+    snap3 = tmp_path / "snapshots" / "snap3" / "lm_weights.hdf5"
+    assert hdf5_bytes(snap3) == hdf5_bytes(tmp_path / "step3.hdf5")
     assert main(["snapshot", "--run", str(out), "--output", str(tmp_path / "snap5")]) == 0
     assert hdf5_bytes(tmp_path / "snap5" / "lm_weights.hdf5") == hdf5_bytes(out / "lm_weights.hdf5")
     assert (tmp_path / "snap5" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()

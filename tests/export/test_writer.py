@@ -24,20 +24,23 @@ def _leftovers(parent, name, locks=True):
     return sorted(n for n in found if locks or n != f".{name}.lock")
 
 
-def test_cli_writes_onnx_and_int8_from_a_run_dir(fixture_bilms, tmp_path, capsys):
+def test_cli_writes_onnx_and_int8_from_a_run_dir(fixture_bilms, tmp_path, capsys, monkeypatch):
+    """Paths as typed (relative ones, an output whose folders are missing and made): export.json
+    records the source files as absolute paths, valid from any folder."""
     entry = fixture_bilms["bilm_tf"]
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "options.json").write_bytes(entry["options"].read_bytes())
     (run_dir / "lm_weights.hdf5").write_bytes(entry["weights"].read_bytes())
-    output = tmp_path / "out"
+    output = tmp_path / "exports" / "out"
+    monkeypatch.chdir(tmp_path)
     code = main(
         [
             "export",
             "--run-dir",
-            str(run_dir),
+            "run",
             "--output",
-            str(output),
+            "exports/out",
             "--format",
             "onnx",
             "--quantize",
@@ -52,7 +55,9 @@ def test_cli_writes_onnx_and_int8_from_a_run_dir(fixture_bilms, tmp_path, capsys
     ]
     manifest = json.loads((output / "export.json").read_text())
     assert manifest["files"] == {"onnx": "model.onnx", "onnx_int8": "model.int8.onnx"}
-    assert _leftovers(tmp_path, "out") == []
+    assert manifest["options"] == str((run_dir / "options.json").resolve())
+    assert manifest["weights"] == str((run_dir / "lm_weights.hdf5").resolve())
+    assert _leftovers(output.parent, "out") == []
 
     from elmo_keras.runtime import OnnxEmbedder
 

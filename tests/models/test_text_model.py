@@ -98,3 +98,30 @@ def test_text_into_a_char_ids_layer_is_one_line(text):
     with pytest.raises(ValueError, match="takes character ids .* input_type='sentences'") as error:
         elmo(text)
     assert "\n" not in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def char_ids_model():
+    elmo = ElmoEmbedding.from_preset("tiny", pooling="mean")
+    inputs = keras.Input((None, 50), dtype="int32")
+    model = TextModel(inputs, keras.layers.Dense(1)(elmo(inputs)))
+    model.compile("sgd", "mse")
+    return model
+
+
+@pytest.mark.parametrize(
+    ("method", "x"),
+    [
+        ("fit", TEXTS),
+        ("evaluate", np.array(TEXTS)),
+        ("predict", np.array(TEXTS)),
+        ("train_on_batch", TEXTS),
+    ],
+)
+def test_text_into_a_char_ids_text_model_is_one_line(char_ids_model, method, x):
+    """A `TextModel` on character ids given sentences (issue 39): one line naming
+    `input_type='sentences'`, as the layer's own (Keras' failed cast or shape check before)."""
+    args = (x,) if method == "predict" else (x, TARGETS)
+    with pytest.raises(ValueError, match="holds text.*input_type='sentences'") as error:
+        getattr(char_ids_model, method)(*args)
+    assert "\n" not in str(error.value) and "int32 (None, None, 50)" in str(error.value)

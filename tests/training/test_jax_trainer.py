@@ -256,7 +256,8 @@ def test_two_processes_equal_one_process_with_two_devices(tmp_path, train_text):
 
 def test_snapshot_of_a_jax_checkpoint_on_tensorflow(tmp_path, train_text):
     """`export_checkpoint` (`elmo-keras snapshot`) reads the JAX trainer's `.npz` checkpoints on
-    TensorFlow: the last checkpoint's files equal what the run wrote at its end, bit for bit."""
+    TensorFlow: the last checkpoint's files equal what the run wrote at its end, bit for bit;
+    and the command does so without TensorFlow."""
     from elmo_keras.training.pipeline import export_checkpoint
 
     _child("train", tmp_path, _run_job(train_text, tmp_path / "run", 5))
@@ -264,5 +265,15 @@ def test_snapshot_of_a_jax_checkpoint_on_tensorflow(tmp_path, train_text):
     assert written.endswith("ckpt-5")
     expected, got = _published(tmp_path / "run"), _published(tmp_path / "snapshot")
     assert sorted(expected) == sorted(got)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+    # `elmo-keras snapshot` does the same where TensorFlow cannot load (a `[jax]` install),
+    # into a folder whose parents it makes.
+    output = tmp_path / "new" / "cli_snapshot"
+    argv = ["snapshot", "--run", str(tmp_path / "run"), "--checkpoint", "ckpt-5"]
+    report = _child("cli", tmp_path, {"argv": [*argv, "--output", str(output)]})
+    assert report["code"] == 0, report["stderr"]
+    got = _published(output)
     for key, value in expected.items():
         np.testing.assert_array_equal(got[key], value, err_msg=key)
