@@ -1,0 +1,486 @@
+"""AllenNLP's own `Elmo` side by side with `elmo_keras.allennlp.Elmo` and `BiLMEmbedder`.
+
+One command, one run, the same random full-size weights (bilm-tf files) for every mode:
+
+    python benchmarks/allennlp_peer.py --allennlp-src DIR \
+        --json benchmarks/results/allennlp_peer.json \
+        --markdown benchmarks/results/allennlp_peer.md
+
+`DIR` is a checkout of allenai/allennlp (its last commit, 80fb6061: `git clone
+https://github.com/allenai/allennlp DIR`). Nothing of it is installed or copied: AllenNLP's
+ELMo modules (`modules/elmo.py`, `elmo_lstm.py`, `lstm_cell_with_projection.py`,
+`encoder_base.py`, `highway.py`, `scalar_mix.py`, `nn/util.py`, `nn/initializers.py`,
+`common/checks.py`, the `ELMoCharacterMapper` of `data/token_indexers/elmo_indexer.py`) are
+imported unchanged from `DIR`; only the imports they make that have nothing to do with ELMo
+(the registry, the dataset classes, the file cache) are stubbed, at run time (`_stub_allennlp`).
+`pip install allennlp` itself no longer resolves on a current Python (torch < 1.13).
+
+Each mode runs in a child process of its own (one Keras backend per process), one after the
+other: `allennlp` (AllenNLP's `Elmo` on PyTorch), `elmo_torch` (`elmo_keras.allennlp.Elmo`,
+`KERAS_BACKEND=torch`), `embedder_torch` and `embedder_tf` (`BiLMEmbedder` on Keras's torch and
+TensorFlow backends). Every mode is timed end to end from token lists (character ids made in
+the clock: AllenNLP's `ELMoCharacterMapper`, `batch_to_ids`, the embedder's own), in inference
+mode (`eval()` and `torch.no_grad()` for the two `Elmo`s, dropout off), after one warm-up call,
+as the median of `--repeats` calls, on: 1, 32 and 64 sentences of 20 tokens, 32 natural
+sentences in one padded batch, and 256 natural sentences sorted by length in batches of 32.
+AllenNLP's biLM carries LSTM state between batches; its states are reset before each batch, so
+that every mode computes the same numbers.
+
+Agreement: each layer of each mode against AllenNLP's on the 32 natural sentences (the two
+`Elmo`s give a layer each through a mix fixed to it, `[-9e10, ..., 0, ..., -9e10]`; the
+embedders give all layers). The weights are N(0, 1) x 0.01: at the published scale random
+weights are chaotic (float32 against float64 of one implementation drifts to 1e-2 by position
+70), at 0.01 they are not; speed does not depend on the scale. Peak RSS is each child's high
+water mark (loading included). The machine line gives the CPU and its SIMD flags.
+
+Smoke run (tiny sizes, seconds): `python benchmarks/allennlp_peer.py --allennlp-src DIR
+--config tiny --repeats 1`.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import types
+
+import common
+import numpy as np
+
+MODES = ("allennlp", "elmo_torch", "embedder_torch", "embedder_tf")
+LABELS = {
+    "allennlp": "AllenNLP `Elmo` (torch)",
+    "elmo_torch": "`elmo_keras.allennlp.Elmo` (torch)",
+    "embedder_torch": "`BiLMEmbedder` (torch)",
+    "embedder_tf": "`BiLMEmbedder` (TensorFlow)",
+}
+BACKENDS = {"allennlp": None, "elmo_torch": "torch", "embedder_torch": "torch"}
+SCALE = 0.01
+SORTED_BATCH = 32
+AGREEMENT_WORKLOAD = "natural32"
+CONFIGS = {  # bilm-tf options: the published Original model, and a tiny one for a smoke run
+    "full": (4096, 512, 16, [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]),
+    "tiny": (64, 16, 4, [[1, 4], [2, 8], [3, 8]]),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# The parent: weights, workloads, children, table
+# --------------------------------------------------------------------------------------------
+
+
+def options_of(config):
+    dim, projection_dim, char_dim, filters = CONFIGS[config]
+    return {
+        "lstm": {
+            "dim": dim,
+            "projection_dim": projection_dim,
+            "n_layers": 2,
+            "cell_clip": 3.0,
+            "proj_clip": 3.0,
+            "use_skip_connections": True,
+        },
+        "char_cnn": {
+            "embedding": {"dim": char_dim},
+            "filters": filters,
+            "n_highway": 2,
+            "n_characters": 262,
+            "max_characters_per_token": 50,
+            "activation": "relu",
+        },
+    }
+
+
+def weight_shapes(options):
+    """{dataset: shape} of bilm-tf's weight file (../shared/REFERENCE.md section 3), written
+    from the layout itself, not from either implementation."""
+    cnn, lstm = options["char_cnn"], options["lstm"]
+    char_dim, n_filters = cnn["embedding"]["dim"], sum(n for _, n in cnn["filters"])
+    proj, dim = lstm["projection_dim"], lstm["dim"]
+    shapes = {"char_embed": (261, char_dim)}
+    for i, (width, n) in enumerate(cnn["filters"]):
+        shapes[f"CNN/W_cnn_{i}"], shapes[f"CNN/b_cnn_{i}"] = (1, width, char_dim, n), (n,)
+    for k in range(cnn["n_highway"]):
+        for part in ("carry", "transform"):
+            shapes[f"CNN_high_{k}/W_{part}"] = (n_filters, n_filters)
+            shapes[f"CNN_high_{k}/b_{part}"] = (n_filters,)
+    shapes["CNN_proj/W_proj"], shapes["CNN_proj/b_proj"] = (n_filters, proj), (proj,)
+    for d in (0, 1):
+        for layer in range(lstm["n_layers"]):
+            cell = f"RNN_{d}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+            shapes[f"{cell}/W_0"], shapes[f"{cell}/B"] = (2 * proj, 4 * dim), (4 * dim,)
+            shapes[f"{cell}/W_P_0"] = (dim, proj)
+    return shapes
+
+
+def write_model(config, workdir, seed=0):
+    """`options.json` and `weights.hdf5` of N(0, 1) x SCALE weights in `workdir`, reused when
+    the same config and seed wrote them."""
+    import h5py
+
+    options_path, weights_path = workdir / "options.json", workdir / "weights.hdf5"
+    stamp_path, stamp = workdir / "stamp.json", {"config": config, "seed": seed, "scale": SCALE}
+    if weights_path.is_file() and stamp_path.is_file():
+        if json.loads(stamp_path.read_text()) == stamp:
+            return options_path, weights_path
+    options = options_of(config)
+    rng = np.random.default_rng(seed)
+    with h5py.File(weights_path, "w") as handle:
+        for name, shape in weight_shapes(options).items():
+            handle[name] = (rng.standard_normal(shape, np.float32) * SCALE).astype(np.float32)
+    options_path.write_text(json.dumps(options))
+    stamp_path.write_text(json.dumps(stamp))
+    return options_path, weights_path
+
+
+def make_workloads(seed=0):
+    """[(name, label, batches of token lists)]: the inference benchmark's four one-batch
+    workloads and 256 natural sentences, sorted, in batches of 32."""
+    fixed, _ = common.make_workloads(batches=(1, 32, 64), seed=seed)
+    workloads = [(w.name, w.label, [w.sentences]) for w in fixed]
+    sentences, source = common.natural_sentences(256, seed=seed)
+    ordered = sorted(sentences, key=len)
+    batches = [ordered[i : i + SORTED_BATCH] for i in range(0, len(ordered), SORTED_BATCH)]
+    workloads.append(("natural256", f"256 natural, sorted batches of {SORTED_BATCH}", batches))
+    return workloads, source
+
+
+def run_child(mode, args, workdir):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("KERAS_BACKEND", None)
+    if mode != "allennlp":
+        env["KERAS_BACKEND"] = BACKENDS.get(mode, "tensorflow")
+    command = [sys.executable, __file__, "--child", mode, "--workdir", str(workdir)]
+    command += ["--repeats", str(args.repeats), "--allennlp-src", str(args.allennlp_src)]
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
+        return {"error": "\n".join(tail)}
+    result = json.loads((workdir / f"{mode}.json").read_text())
+    result["wall_s"] = time.perf_counter() - started
+    return result
+
+
+def agreement(workdir, modes):
+    """{mode: [max |mode - allennlp| per layer]} on the agreement workload."""
+    reference = workdir / "allennlp.npz"
+    if not reference.is_file():
+        return {}
+    want = np.load(reference)
+    out = {}
+    for mode in modes:
+        path = workdir / f"{mode}.npz"
+        if mode == "allennlp" or not path.is_file():
+            continue
+        got = np.load(path)
+        out[mode] = [float(np.max(np.abs(got[k] - want[k]))) for k in sorted(want.files)]
+    return out
+
+
+def report(results, agree, workloads, env, source, config):
+    names = [name for name, _, _ in workloads]
+    labels = dict((name, label) for name, label, _ in workloads)
+    ran = [m for m in results if "error" not in results[m]]
+    base = results.get("allennlp", {}).get("tokens_per_s", {})
+    lines = [f"Config `{config}`, weights N(0, 1) x {SCALE}; text: {source}.", ""]
+    header = ["workload"] + [f"{LABELS[m]} tokens/s" for m in ran]
+    header += [f"{LABELS[m]} / AllenNLP" for m in ran if m != "allennlp" and base]
+    lines += [common.table_header(header)]
+    for name in names:
+        row = [labels[name]] + [f"{results[m]['tokens_per_s'][name]:,.0f}" for m in ran]
+        if base:
+            row += [
+                f"{results[m]['tokens_per_s'][name] / base[name]:.2f}x"
+                for m in ran
+                if m != "allennlp"
+            ]
+        lines.append(common.table_row(row))
+    lines.append(
+        common.table_row(
+            ["peak RSS (MB)"]
+            + [f"{results[m]['peak_rss_mb']:,.0f}" for m in ran]
+            + [""] * (len(header) - 1 - len(ran))
+        )
+    )
+    if agree:
+        lines += [
+            "",
+            f"Largest |difference| from AllenNLP's `Elmo`, per layer ({AGREEMENT_WORKLOAD}):",
+            "",
+        ]
+        n_layers = len(next(iter(agree.values())))
+        lines.append(common.table_header(["mode"] + [f"layer {k}" for k in range(n_layers)]))
+        for mode, diffs in agree.items():
+            lines.append(common.table_row([LABELS[mode]] + [f"{d:.1e}" for d in diffs]))
+    for mode, result in results.items():
+        if "error" in result:
+            lines += ["", f"{LABELS[mode]} failed:", "", "```", result["error"], "```"]
+        elif "note" in result:
+            lines += ["", f"{LABELS[mode]}: {result['note']}"]
+    lines += ["", common.machine_line(env)]
+    threads = {m: results[m].get("threads") for m in ran}
+    lines.append(f"Threads per mode: {json.dumps(threads)}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if args.child:
+        return child_main(args)
+    src = pathlib.Path(args.allennlp_src)
+    if not (src / "allennlp" / "modules" / "elmo.py").is_file():
+        print(
+            f"--allennlp-src must be a checkout of allenai/allennlp (with allennlp/modules/"
+            f"elmo.py). Received: {src}",
+            file=sys.stderr,
+        )
+        return 2
+    workdir = pathlib.Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_model(args.config, workdir)
+    workloads, source = make_workloads()
+    (workdir / "workloads.json").write_text(json.dumps(workloads))
+    modes = [m.strip() for m in args.modes.split(",")]
+    results = {}
+    for mode in modes:
+        print(f"running {mode} ...", file=sys.stderr, flush=True)
+        results[mode] = run_child(mode, args, workdir)
+    agree = agreement(workdir, modes)
+    env = common.environment(with_tensorflow=False)
+    table = report(results, agree, workloads, env, source, args.config)
+    data = {"config": args.config, "scale": SCALE, "environment": env, "text": source}
+    data.update(results=results, agreement=agree)
+    if args.json:
+        common.write_json(args.json, data)
+    if args.markdown:
+        pathlib.Path(args.markdown).write_text(table + "\n")
+    print(table)
+    return 0
+
+
+def _parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--allennlp-src", required=True, help="a checkout of allenai/allennlp")
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="full")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--repeats", type=int, default=2, help="timed calls per workload")
+    parser.add_argument("--workdir", default="/tmp/elmo_allennlp_peer")
+    parser.add_argument("--json")
+    parser.add_argument("--markdown")
+    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# A child: one mode
+# --------------------------------------------------------------------------------------------
+
+
+def _package(name, path=None, **attributes):
+    module = types.ModuleType(name)
+    if path is not None:
+        module.__path__ = [str(path)]  # submodules load from the checkout's files
+    module.__dict__.update(attributes)
+    sys.modules[name] = module
+    return module
+
+
+def _stub_allennlp(src):
+    """Makes AllenNLP's ELMo modules importable from the checkout `src` without its package
+    `__init__`s (which import the whole library) by stubbing what ELMo does not use."""
+
+    class Registrable:
+        @classmethod
+        def register(cls, name, *args, **kwargs):
+            return lambda subclass: subclass
+
+    class Unused:
+        def __init__(self, *args, **kwargs):
+            raise NotImplementedError("not part of the ELMo modules this benchmark runs")
+
+    root = pathlib.Path(src) / "allennlp"
+    _package("allennlp", root)
+    _package("allennlp.common", root / "common", FromParams=object, Registrable=Registrable)
+    _package("allennlp.common.file_utils", cached_path=str)
+    _package(
+        "allennlp.common.util",
+        lazy_groups_of=None,
+        int_to_device=lambda device: device,
+        is_distributed=lambda: False,
+        is_global_primary=lambda: True,
+        pad_sequence_to_length=None,
+    )
+    _package("allennlp.nn", root / "nn")
+    _package("allennlp.modules", root / "modules")
+    _package("allennlp.data", root / "data")
+    for name in ("instance", "batch", "vocabulary", "fields", "tokenizers"):
+        _package(
+            f"allennlp.data.{name}",
+            Instance=Unused,
+            Batch=Unused,
+            Vocabulary=Unused,
+            TextField=Unused,
+            Token=Unused,
+        )
+    _package("allennlp.data.tokenizers.token_class", Token=Unused)
+    _package("allennlp.data.token_indexers", root / "data" / "token_indexers")
+    _package(
+        "allennlp.data.token_indexers.token_indexer",
+        TokenIndexer=type("TokenIndexer", (Registrable,), {}),
+        IndexedTokenList=dict,
+    )
+    import allennlp.nn.util  # noqa: F401, PLC0415  (scalar_mix.py: `from allennlp.nn import util`)
+
+    sys.modules["allennlp.nn"].util = sys.modules["allennlp.nn.util"]
+
+
+class ElmoModule:
+    """What the two `Elmo`s share: a workload is one call per batch; layers through the mix."""
+
+    def calls(self, batches):
+        """The workload as callables, one per batch."""
+        return [lambda batch=batch: self(batch) for batch in batches]
+
+    def layers(self, sentences, n_layers):
+        """[n_layers] arrays `[tokens of all sentences, dim]`, through the mix fixed to each
+        layer in turn."""
+        out = []
+        for layer in range(n_layers):
+            self.fix_mix(layer)
+            result = self(sentences)
+            out.append(result["elmo_representations"][0].numpy()[result["mask"].numpy()])
+        return out
+
+
+class AllenNLPElmo(ElmoModule):
+    """AllenNLP's `Elmo` and its character ids (`ELMoCharacterMapper`, as its `batch_to_ids`)."""
+
+    def __init__(self, src, options_path, weights_path):
+        _stub_allennlp(src)
+        from allennlp.data.token_indexers.elmo_indexer import ELMoCharacterMapper
+        from allennlp.modules.elmo import Elmo
+
+        self.mapper = ELMoCharacterMapper()
+        self.elmo = Elmo(str(options_path), str(weights_path), 1, dropout=0.0).eval()
+        self.mix = self.elmo.scalar_mix_0
+
+    def char_ids(self, sentences):
+        import torch
+
+        longest = max(len(s) for s in sentences)
+        ids = np.zeros((len(sentences), longest, 50), np.int64)
+        for row, sentence in enumerate(sentences):
+            for column, token in enumerate(sentence):
+                ids[row, column] = self.mapper.convert_word_to_char_ids(token)
+        return torch.from_numpy(ids)
+
+    def __call__(self, sentences):
+        self.elmo._elmo_lstm._elmo_lstm.reset_states()  # stateless, as the other modes
+        return self.elmo(self.char_ids(sentences))
+
+    def fix_mix(self, layer):
+        for k, parameter in enumerate(self.mix.scalar_parameters):
+            parameter.data.fill_(0.0 if k == layer else -9e10)
+
+
+class KerasElmo(ElmoModule):
+    """`elmo_keras.allennlp.Elmo`, the drop-in."""
+
+    def __init__(self, options_path, weights_path):
+        from elmo_keras.allennlp import Elmo, batch_to_ids
+
+        self.batch_to_ids = batch_to_ids
+        self.elmo = Elmo(str(options_path), str(weights_path), 1, dropout=0.0).eval()
+        self.mix = self.elmo.scalar_mix_0
+
+    def __call__(self, sentences):
+        return self.elmo(self.batch_to_ids(sentences))
+
+    def fix_mix(self, layer):
+        n = self.mix.n_layers
+        self.mix.scalar_weights.assign([0.0 if k == layer else -9e10 for k in range(n)])
+
+
+class Embedder:
+    """`BiLMEmbedder` on the process's Keras backend."""
+
+    def __init__(self, options_path, weights_path):
+        from elmo_keras.models import BiLM, BiLMEmbedder
+
+        bilm = BiLM.from_bilm_tf(options_path, weights_path)
+        self.embedder = BiLMEmbedder(bilm, batch_size=SORTED_BATCH, max_tokens=1 << 20)
+
+    def calls(self, batches):
+        """One call for the workload: `embed` sorts and batches by `batch_size` itself."""
+        sentences = [s for batch in batches for s in batch]
+        size = len(batches[0])
+
+        def call():
+            self.embedder.batch_size = size
+            return self.embedder.embed(sentences)
+
+        return [call]
+
+    def layers(self, sentences, n_layers):
+        self.embedder.batch_size = len(sentences)
+        return list(np.concatenate(self.embedder.embed(sentences), axis=1))
+
+
+def _threads(mode):
+    if mode == "embedder_tf":
+        import tensorflow as tf
+
+        pools = tf.config.threading
+        return {
+            "tensorflow_intra_op": pools.get_intra_op_parallelism_threads(),
+            "tensorflow_inter_op": pools.get_inter_op_parallelism_threads(),
+        }
+    import torch
+
+    return {"torch": torch.get_num_threads()}
+
+
+def _load(mode, args, options_path, weights_path):
+    if mode == "allennlp":
+        return AllenNLPElmo(args.allennlp_src, options_path, weights_path)
+    if mode == "elmo_torch":
+        return KerasElmo(options_path, weights_path)
+    return Embedder(options_path, weights_path)
+
+
+def child_main(args):
+    workdir, mode = pathlib.Path(args.workdir), args.child
+    options_path, weights_path = workdir / "options.json", workdir / "weights.hdf5"
+    workloads = json.loads((workdir / "workloads.json").read_text())
+    if mode in ("allennlp", "elmo_torch"):
+        import torch
+
+        torch.set_grad_enabled(False)  # the two `Elmo`s as users run them: torch.no_grad()
+    model = _load(mode, args, options_path, weights_path)
+    tokens_per_s = {}
+    for name, _, batches in workloads:
+        calls = model.calls(batches)
+        calls[0]()  # warm-up
+        seconds = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for call in calls:
+                call()
+            seconds.append(time.perf_counter() - start)
+        tokens = sum(len(s) for batch in batches for s in batch)
+        tokens_per_s[name] = tokens / float(np.median(seconds))
+    sentences = next(b[0] for n, _, b in workloads if n == AGREEMENT_WORKLOAD)
+    n_layers = 1 + json.loads(options_path.read_text())["lstm"]["n_layers"]
+    layers = model.layers(sentences, n_layers)
+    np.savez(workdir / f"{mode}.npz", **{f"layer{k}": x for k, x in enumerate(layers)})
+    result = {"tokens_per_s": tokens_per_s, "peak_rss_mb": common.peak_rss_mb()}
+    result["threads"] = _threads(mode)
+    (workdir / f"{mode}.json").write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
