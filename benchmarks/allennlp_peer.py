@@ -12,7 +12,8 @@ ELMo modules (`modules/elmo.py`, `elmo_lstm.py`, `lstm_cell_with_projection.py`,
 `encoder_base.py`, `highway.py`, `scalar_mix.py`, `nn/util.py`, `nn/initializers.py`,
 `common/checks.py`, the `ELMoCharacterMapper` of `data/token_indexers/elmo_indexer.py`) are
 imported unchanged from `DIR`; only the imports they make that have nothing to do with ELMo
-(the registry, the dataset classes, the file cache) are stubbed, at run time (`_stub_allennlp`).
+(the registry, the dataset classes, the file cache) are stubbed, at run time
+(`allennlp_peer_modes.stub_allennlp`).
 `pip install allennlp` itself no longer resolves on a current Python (torch < 1.13).
 
 Each mode runs in a child process of its own (one Keras backend per process), one after the
@@ -44,8 +45,8 @@ import pathlib
 import subprocess
 import sys
 import time
-import types
 
+import allennlp_peer_modes
 import common
 import numpy as np
 
@@ -58,7 +59,7 @@ LABELS = {
 }
 BACKENDS = {"allennlp": None, "elmo_torch": "torch", "embedder_torch": "torch"}
 SCALE = 0.01
-SORTED_BATCH = 32
+SORTED_BATCH = allennlp_peer_modes.SORTED_BATCH
 AGREEMENT_WORKLOAD = "natural32"
 CONFIGS = {  # bilm-tf options: the published Original model, and a tiny one for a smoke run
     "full": (4096, 512, 16, [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]),
@@ -147,21 +148,45 @@ def make_workloads(seed=0):
     return workloads, source
 
 
-def run_child(mode, args, workdir):
+def start_child(mode, args, workdir):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("KERAS_BACKEND", None)
     if mode != "allennlp":
         env["KERAS_BACKEND"] = BACKENDS.get(mode, "tensorflow")
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
     command = [sys.executable, __file__, "--child", mode, "--workdir", str(workdir)]
     command += ["--repeats", str(args.repeats), "--allennlp-src", str(args.allennlp_src)]
-    started = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
-        return {"error": "\n".join(tail)}
+    command += ["--threads", str(args.threads)]
+    (workdir / f"{mode}.json").unlink(missing_ok=True)
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def finish_child(mode, process, workdir, started):
+    output, _ = process.communicate()
+    if process.returncode != 0:
+        return {"error": "\n".join(output.strip().splitlines()[-15:])}
     result = json.loads((workdir / f"{mode}.json").read_text())
     result["wall_s"] = time.perf_counter() - started
     return result
+
+
+def run_children(modes, args, workdir):
+    """{mode: result}: one child per mode, one after the other (or all at once, `--parallel`)."""
+    results = {}
+    if args.parallel:
+        started = time.perf_counter()
+        processes = {mode: start_child(mode, args, workdir) for mode in modes}
+        for mode, process in processes.items():
+            results[mode] = finish_child(mode, process, workdir, started)
+        return results
+    for mode in modes:
+        print(f"running {mode} ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        results[mode] = finish_child(mode, start_child(mode, args, workdir), workdir, started)
+    return results
 
 
 def agreement(workdir, modes):
@@ -180,12 +205,12 @@ def agreement(workdir, modes):
     return out
 
 
-def report(results, agree, workloads, env, source, config):
+def report(results, agree, workloads, env, source, setup):
     names = [name for name, _, _ in workloads]
     labels = dict((name, label) for name, label, _ in workloads)
     ran = [m for m in results if "error" not in results[m]]
     base = results.get("allennlp", {}).get("tokens_per_s", {})
-    lines = [f"Config `{config}`, weights N(0, 1) x {SCALE}; text: {source}.", ""]
+    lines = [f"{setup}; text: {source}.", ""]
     header = ["workload"] + [f"{LABELS[m]} tokens/s" for m in ran]
     header += [f"{LABELS[m]} / AllenNLP" for m in ran if m != "allennlp" and base]
     lines += [common.table_header(header)]
@@ -222,7 +247,9 @@ def report(results, agree, workloads, env, source, config):
             lines += ["", f"{LABELS[mode]}: {result['note']}"]
     lines += ["", common.machine_line(env)]
     threads = {m: results[m].get("threads") for m in ran}
-    lines.append(f"Threads per mode: {json.dumps(threads)}")
+    loads = {m: results[m].get("load_average_at_end") for m in ran}
+    lines.append(f"Threads per mode: {json.dumps(threads)}; 1-minute load average at the end")
+    lines.append(f"of each mode's process: {json.dumps(loads)}")
     return "\n".join(lines)
 
 
@@ -244,14 +271,17 @@ def main(argv=None):
     workloads, source = make_workloads()
     (workdir / "workloads.json").write_text(json.dumps(workloads))
     modes = [m.strip() for m in args.modes.split(",")]
-    results = {}
-    for mode in modes:
-        print(f"running {mode} ...", file=sys.stderr, flush=True)
-        results[mode] = run_child(mode, args, workdir)
+    results = run_children(modes, args, workdir)
     agree = agreement(workdir, modes)
     env = common.environment(with_tensorflow=False)
-    table = report(results, agree, workloads, env, source, args.config)
+    setup = (
+        f"Config `{args.config}`, weights N(0, 1) x {SCALE}; {args.repeats} timed calls per "
+        f"workload (median) after a warm-up; threads per mode: {args.threads or 'default'}; "
+        f"modes {'all at once' if args.parallel else 'one after the other'}"
+    )
+    table = report(results, agree, workloads, env, source, setup)
     data = {"config": args.config, "scale": SCALE, "environment": env, "text": source}
+    data.update(repeats=args.repeats, threads=args.threads, parallel=args.parallel)
     data.update(results=results, agreement=agree)
     if args.json:
         common.write_json(args.json, data)
@@ -267,6 +297,12 @@ def _parser():
     parser.add_argument("--config", choices=sorted(CONFIGS), default="full")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--repeats", type=int, default=2, help="timed calls per workload")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="threads per mode (torch, TensorFlow); 0: theirs"
+    )
+    parser.add_argument(
+        "--parallel", action="store_true", help="all modes at once (a busy shared machine)"
+    )
     parser.add_argument("--workdir", default="/tmp/elmo_allennlp_peer")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
@@ -275,180 +311,8 @@ def _parser():
 
 
 # --------------------------------------------------------------------------------------------
-# A child: one mode
+# A child: one mode (its classes in allennlp_peer_modes.py)
 # --------------------------------------------------------------------------------------------
-
-
-def _package(name, path=None, **attributes):
-    module = types.ModuleType(name)
-    if path is not None:
-        module.__path__ = [str(path)]  # submodules load from the checkout's files
-    module.__dict__.update(attributes)
-    sys.modules[name] = module
-    return module
-
-
-def _stub_allennlp(src):
-    """Makes AllenNLP's ELMo modules importable from the checkout `src` without its package
-    `__init__`s (which import the whole library) by stubbing what ELMo does not use."""
-
-    class Registrable:
-        @classmethod
-        def register(cls, name, *args, **kwargs):
-            return lambda subclass: subclass
-
-    class Unused:
-        def __init__(self, *args, **kwargs):
-            raise NotImplementedError("not part of the ELMo modules this benchmark runs")
-
-    root = pathlib.Path(src) / "allennlp"
-    _package("allennlp", root)
-    _package("allennlp.common", root / "common", FromParams=object, Registrable=Registrable)
-    _package("allennlp.common.file_utils", cached_path=str)
-    _package(
-        "allennlp.common.util",
-        lazy_groups_of=None,
-        int_to_device=lambda device: device,
-        is_distributed=lambda: False,
-        is_global_primary=lambda: True,
-        pad_sequence_to_length=None,
-    )
-    _package("allennlp.nn", root / "nn")
-    _package("allennlp.modules", root / "modules")
-    _package("allennlp.data", root / "data")
-    for name in ("instance", "batch", "vocabulary", "fields", "tokenizers"):
-        _package(
-            f"allennlp.data.{name}",
-            Instance=Unused,
-            Batch=Unused,
-            Vocabulary=Unused,
-            TextField=Unused,
-            Token=Unused,
-        )
-    _package("allennlp.data.tokenizers.token_class", Token=Unused)
-    _package("allennlp.data.token_indexers", root / "data" / "token_indexers")
-    _package(
-        "allennlp.data.token_indexers.token_indexer",
-        TokenIndexer=type("TokenIndexer", (Registrable,), {}),
-        IndexedTokenList=dict,
-    )
-    import allennlp.nn.util  # noqa: F401, PLC0415  (scalar_mix.py: `from allennlp.nn import util`)
-
-    sys.modules["allennlp.nn"].util = sys.modules["allennlp.nn.util"]
-
-
-class ElmoModule:
-    """What the two `Elmo`s share: a workload is one call per batch; layers through the mix."""
-
-    def calls(self, batches):
-        """The workload as callables, one per batch."""
-        return [lambda batch=batch: self(batch) for batch in batches]
-
-    def layers(self, sentences, n_layers):
-        """[n_layers] arrays `[tokens of all sentences, dim]`, through the mix fixed to each
-        layer in turn."""
-        out = []
-        for layer in range(n_layers):
-            self.fix_mix(layer)
-            result = self(sentences)
-            out.append(result["elmo_representations"][0].numpy()[result["mask"].numpy()])
-        return out
-
-
-class AllenNLPElmo(ElmoModule):
-    """AllenNLP's `Elmo` and its character ids (`ELMoCharacterMapper`, as its `batch_to_ids`)."""
-
-    def __init__(self, src, options_path, weights_path):
-        _stub_allennlp(src)
-        from allennlp.data.token_indexers.elmo_indexer import ELMoCharacterMapper
-        from allennlp.modules.elmo import Elmo
-
-        self.mapper = ELMoCharacterMapper()
-        self.elmo = Elmo(str(options_path), str(weights_path), 1, dropout=0.0).eval()
-        self.mix = self.elmo.scalar_mix_0
-
-    def char_ids(self, sentences):
-        import torch
-
-        longest = max(len(s) for s in sentences)
-        ids = np.zeros((len(sentences), longest, 50), np.int64)
-        for row, sentence in enumerate(sentences):
-            for column, token in enumerate(sentence):
-                ids[row, column] = self.mapper.convert_word_to_char_ids(token)
-        return torch.from_numpy(ids)
-
-    def __call__(self, sentences):
-        self.elmo._elmo_lstm._elmo_lstm.reset_states()  # stateless, as the other modes
-        return self.elmo(self.char_ids(sentences))
-
-    def fix_mix(self, layer):
-        for k, parameter in enumerate(self.mix.scalar_parameters):
-            parameter.data.fill_(0.0 if k == layer else -9e10)
-
-
-class KerasElmo(ElmoModule):
-    """`elmo_keras.allennlp.Elmo`, the drop-in."""
-
-    def __init__(self, options_path, weights_path):
-        from elmo_keras.allennlp import Elmo, batch_to_ids
-
-        self.batch_to_ids = batch_to_ids
-        self.elmo = Elmo(str(options_path), str(weights_path), 1, dropout=0.0).eval()
-        self.mix = self.elmo.scalar_mix_0
-
-    def __call__(self, sentences):
-        return self.elmo(self.batch_to_ids(sentences))
-
-    def fix_mix(self, layer):
-        n = self.mix.n_layers
-        self.mix.scalar_weights.assign([0.0 if k == layer else -9e10 for k in range(n)])
-
-
-class Embedder:
-    """`BiLMEmbedder` on the process's Keras backend."""
-
-    def __init__(self, options_path, weights_path):
-        from elmo_keras.models import BiLM, BiLMEmbedder
-
-        bilm = BiLM.from_bilm_tf(options_path, weights_path)
-        self.embedder = BiLMEmbedder(bilm, batch_size=SORTED_BATCH, max_tokens=1 << 20)
-
-    def calls(self, batches):
-        """One call for the workload: `embed` sorts and batches by `batch_size` itself."""
-        sentences = [s for batch in batches for s in batch]
-        size = len(batches[0])
-
-        def call():
-            self.embedder.batch_size = size
-            return self.embedder.embed(sentences)
-
-        return [call]
-
-    def layers(self, sentences, n_layers):
-        self.embedder.batch_size = len(sentences)
-        return list(np.concatenate(self.embedder.embed(sentences), axis=1))
-
-
-def _threads(mode):
-    if mode == "embedder_tf":
-        import tensorflow as tf
-
-        pools = tf.config.threading
-        return {
-            "tensorflow_intra_op": pools.get_intra_op_parallelism_threads(),
-            "tensorflow_inter_op": pools.get_inter_op_parallelism_threads(),
-        }
-    import torch
-
-    return {"torch": torch.get_num_threads()}
-
-
-def _load(mode, args, options_path, weights_path):
-    if mode == "allennlp":
-        return AllenNLPElmo(args.allennlp_src, options_path, weights_path)
-    if mode == "elmo_torch":
-        return KerasElmo(options_path, weights_path)
-    return Embedder(options_path, weights_path)
 
 
 def child_main(args):
@@ -459,7 +323,8 @@ def child_main(args):
         import torch
 
         torch.set_grad_enabled(False)  # the two `Elmo`s as users run them: torch.no_grad()
-    model = _load(mode, args, options_path, weights_path)
+    allennlp_peer_modes.set_threads(mode, args.threads)
+    model = allennlp_peer_modes.load(mode, args.allennlp_src, options_path, weights_path)
     tokens_per_s = {}
     for name, _, batches in workloads:
         calls = model.calls(batches)
@@ -477,7 +342,8 @@ def child_main(args):
     layers = model.layers(sentences, n_layers)
     np.savez(workdir / f"{mode}.npz", **{f"layer{k}": x for k, x in enumerate(layers)})
     result = {"tokens_per_s": tokens_per_s, "peak_rss_mb": common.peak_rss_mb()}
-    result["threads"] = _threads(mode)
+    threads = allennlp_peer_modes.threads(mode)
+    result.update(threads=threads, load_average_at_end=os.getloadavg()[0])
     (workdir / f"{mode}.json").write_text(json.dumps(result))
     return 0
 

@@ -49,8 +49,8 @@ def batch(allennlp_fixture):
 
 
 @pytest.fixture(scope="module")
-def reference_layers(allennlp_fixture, batch):
-    """Per sentence, the float64 layers `[3, n + 2, 32]` with `<S>` and `</S>`."""
+def reference(allennlp_fixture):
+    """Sentences -> per sentence, the float64 layers `[3, n + 2, 32]` with `<S>` and `</S>`."""
     with h5py.File(allennlp_fixture / "lm_weights.hdf5", "r") as handle:
         arrays = {}
         handle.visititems(
@@ -61,13 +61,17 @@ def reference_layers(allennlp_fixture, batch):
             )
         )
     cells = ref.published_cells(arrays, 2)
-    out = []
-    for sentence in batch:
-        ids = np.stack([reference_ids(t) for t in ["<S>", *sentence, "</S>"]])
-        tokens = ref.char_cnn_from_published(arrays, 5, ids)
-        layers, _ = ref.bilstm_sentence(tokens, cells, True, 3.0, 3.0)
-        out.append(np.concatenate([np.concatenate([tokens, tokens], -1)[None], layers]))
-    return out
+
+    def layers(sentences):
+        out = []
+        for sentence in sentences:
+            ids = np.stack([reference_ids(t) for t in ["<S>", *sentence, "</S>"]])
+            tokens = ref.char_cnn_from_published(arrays, 5, ids)
+            lstm, _ = ref.bilstm_sentence(tokens, cells, True, 3.0, 3.0)
+            out.append(np.concatenate([np.concatenate([tokens, tokens], -1)[None], lstm]))
+        return out
+
+    return layers
 
 
 def allennlp_mix(layers, weights, do_layer_norm, keep_sentence_boundaries):
@@ -114,9 +118,9 @@ def test_top_layer_equals_allennlps_expected_output(files, allennlp_fixture, bat
         assert torch.all(representation[k, len(sentence) :] == 0)
 
 
-def test_the_reference_reproduces_allennlps_expected_output(allennlp_fixture, reference_layers):
+def test_the_reference_reproduces_allennlps_expected_output(allennlp_fixture, batch, reference):
     """Ties the NumPy reference used below to the fixture's own expected top layer."""
-    for k, layers in enumerate(reference_layers):
+    for k, layers in enumerate(reference(batch)):
         with h5py.File(allennlp_fixture / f"lm_embeddings_{k}.hdf5", "r") as handle:
             want = np.concatenate(handle["0"][...], axis=-1)
         np.testing.assert_allclose(layers[2, 1:-1], want, atol=1e-5)
@@ -126,7 +130,7 @@ def test_the_reference_reproduces_allennlps_expected_output(allennlp_fixture, re
 @pytest.mark.parametrize("do_layer_norm", [False, True])
 @pytest.mark.parametrize("mix", MIXES)
 def test_outputs_equal_allennlps_mix_rules(
-    files, batch, reference_layers, mix, do_layer_norm, keep_sentence_boundaries
+    files, reference, mix, do_layer_norm, keep_sentence_boundaries
 ):
     elmo = Elmo(
         *files,
@@ -136,9 +140,9 @@ def test_outputs_equal_allennlps_mix_rules(
         keep_sentence_boundaries=keep_sentence_boundaries,
         scalar_mix_parameters=mix,
     )
-    out = elmo(batch_to_ids(batch))
+    out = elmo(batch_to_ids(SHORT))
     want, mask = allennlp_mix(
-        reference_layers, mix or [0.0] * 3, do_layer_norm, keep_sentence_boundaries
+        reference(SHORT), mix or [0.0] * 3, do_layer_norm, keep_sentence_boundaries
     )
     np.testing.assert_array_equal(out["mask"].detach().numpy(), mask)
     assert len(out["elmo_representations"]) == 2
@@ -147,15 +151,15 @@ def test_outputs_equal_allennlps_mix_rules(
 
 
 @pytest.mark.parametrize("do_layer_norm", [False, True])
-def test_vocab_to_cache_takes_word_ids(files, batch, reference_layers, do_layer_norm):
-    vocab = ["@@PADDING@@"] + sorted({t for s in batch for t in s})
+def test_vocab_to_cache_takes_word_ids(files, reference, do_layer_norm):
+    vocab = ["@@PADDING@@"] + sorted({t for s in SHORT for t in s})
     elmo = Elmo(*files, 1, dropout=0.0, vocab_to_cache=vocab, do_layer_norm=do_layer_norm)
-    words = torch.zeros((3, max(len(s) for s in batch)), dtype=torch.int64)
-    for row, sentence in enumerate(batch):
+    words = torch.zeros((3, max(len(s) for s in SHORT)), dtype=torch.int64)
+    for row, sentence in enumerate(SHORT):
         words[row, : len(sentence)] = torch.tensor([vocab.index(t) for t in sentence])
-    ids = batch_to_ids(batch)
+    ids = batch_to_ids(SHORT)
     out = elmo(ids, word_inputs=words)
-    want, mask = allennlp_mix(reference_layers, [0.0] * 3, do_layer_norm, False)
+    want, mask = allennlp_mix(reference(SHORT), [0.0] * 3, do_layer_norm, False)
     np.testing.assert_array_equal(out["mask"].detach().numpy(), mask)
     np.testing.assert_allclose(out["elmo_representations"][0].detach().numpy(), want, atol=1e-5)
     # An index outside the cache falls back to the character ids, as AllenNLP's does.
