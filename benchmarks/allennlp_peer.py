@@ -61,9 +61,11 @@ BACKENDS = {"allennlp": None, "elmo_torch": "torch", "embedder_torch": "torch"}
 SCALE = 0.01
 SORTED_BATCH = allennlp_peer_modes.SORTED_BATCH
 AGREEMENT_WORKLOAD = "natural32"
-CONFIGS = {  # bilm-tf options: the published Original model, and a tiny one for a smoke run
-    "full": (4096, 512, 16, [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]),
-    "tiny": (64, 16, 4, [[1, 4], [2, 8], [3, 8]]),
+PUBLISHED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+CONFIGS = {  # bilm-tf options: the published Original and Small models, a tiny one for a smoke run
+    "full": (4096, 512, 16, PUBLISHED_FILTERS, 2),
+    "small": (1024, 128, 16, PUBLISHED_FILTERS, 1),
+    "tiny": (64, 16, 4, [[1, 4], [2, 8], [3, 8]], 2),
 }
 
 
@@ -73,7 +75,7 @@ CONFIGS = {  # bilm-tf options: the published Original model, and a tiny one for
 
 
 def options_of(config):
-    dim, projection_dim, char_dim, filters = CONFIGS[config]
+    dim, projection_dim, char_dim, filters, n_highway = CONFIGS[config]
     return {
         "lstm": {
             "dim": dim,
@@ -86,7 +88,7 @@ def options_of(config):
         "char_cnn": {
             "embedding": {"dim": char_dim},
             "filters": filters,
-            "n_highway": 2,
+            "n_highway": n_highway,
             "n_characters": 262,
             "max_characters_per_token": 50,
             "activation": "relu",
@@ -164,38 +166,35 @@ def start_child(mode, args, workdir):
     )
 
 
-def finish_child(mode, process, workdir, started):
+def finish_child(mode, process, workdir):
     output, _ = process.communicate()
     if process.returncode != 0:
         return {"error": "\n".join(output.strip().splitlines()[-15:])}
-    result = json.loads((workdir / f"{mode}.json").read_text())
-    result["wall_s"] = time.perf_counter() - started
-    return result
+    return json.loads((workdir / f"{mode}.json").read_text())
 
 
 def run_children(modes, args, workdir):
     """{mode: result}: one child per mode, one after the other (or all at once, `--parallel`)."""
     results = {}
     if args.parallel:
-        started = time.perf_counter()
         processes = {mode: start_child(mode, args, workdir) for mode in modes}
         for mode, process in processes.items():
-            results[mode] = finish_child(mode, process, workdir, started)
+            results[mode] = finish_child(mode, process, workdir)
         return results
     for mode in modes:
         print(f"running {mode} ...", file=sys.stderr, flush=True)
-        started = time.perf_counter()
-        results[mode] = finish_child(mode, start_child(mode, args, workdir), workdir, started)
+        results[mode] = finish_child(mode, start_child(mode, args, workdir), workdir)
     return results
 
 
 def agreement(workdir, modes):
-    """{mode: [max |mode - allennlp| per layer]} on the agreement workload."""
+    """{mode: [max |mode - allennlp| per layer]} on the agreement workload, and under
+    `"allennlp"` the largest |value| of each of AllenNLP's layers, for scale."""
     reference = workdir / "allennlp.npz"
     if not reference.is_file():
         return {}
     want = np.load(reference)
-    out = {}
+    out = {"allennlp": [float(np.max(np.abs(want[k]))) for k in sorted(want.files)]}
     for mode in modes:
         path = workdir / f"{mode}.npz"
         if mode == "allennlp" or not path.is_file():
@@ -239,7 +238,8 @@ def report(results, agree, workloads, env, source, setup):
         n_layers = len(next(iter(agree.values())))
         lines.append(common.table_header(["mode"] + [f"layer {k}" for k in range(n_layers)]))
         for mode, diffs in agree.items():
-            lines.append(common.table_row([LABELS[mode]] + [f"{d:.1e}" for d in diffs]))
+            label = "(largest \\|value\\| of AllenNLP's)" if mode == "allennlp" else LABELS[mode]
+            lines.append(common.table_row([label] + [f"{d:.1e}" for d in diffs]))
     for mode, result in results.items():
         if "error" in result:
             lines += ["", f"{LABELS[mode]} failed:", "", "```", result["error"], "```"]
@@ -267,11 +267,14 @@ def main(argv=None):
         return 2
     workdir = pathlib.Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    write_model(args.config, workdir)
     workloads, source = make_workloads()
-    (workdir / "workloads.json").write_text(json.dumps(workloads))
     modes = [m.strip() for m in args.modes.split(",")]
-    results = run_children(modes, args, workdir)
+    if args.report_only:  # the table again from the children's files of an earlier run
+        results = {m: json.loads((workdir / f"{m}.json").read_text()) for m in modes}
+    else:
+        write_model(args.config, workdir)
+        (workdir / "workloads.json").write_text(json.dumps(workloads))
+        results = run_children(modes, args, workdir)
     agree = agreement(workdir, modes)
     env = common.environment(with_tensorflow=False)
     setup = (
@@ -304,6 +307,9 @@ def _parser():
         "--parallel", action="store_true", help="all modes at once (a busy shared machine)"
     )
     parser.add_argument("--workdir", default="/tmp/elmo_allennlp_peer")
+    parser.add_argument(
+        "--report-only", action="store_true", help="the table from an earlier run's --workdir"
+    )
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
@@ -325,7 +331,7 @@ def child_main(args):
         torch.set_grad_enabled(False)  # the two `Elmo`s as users run them: torch.no_grad()
     allennlp_peer_modes.set_threads(mode, args.threads)
     model = allennlp_peer_modes.load(mode, args.allennlp_src, options_path, weights_path)
-    tokens_per_s = {}
+    started, tokens_per_s = time.perf_counter(), {}
     for name, _, batches in workloads:
         calls = model.calls(batches)
         calls[0]()  # warm-up
@@ -344,6 +350,7 @@ def child_main(args):
     result = {"tokens_per_s": tokens_per_s, "peak_rss_mb": common.peak_rss_mb()}
     threads = allennlp_peer_modes.threads(mode)
     result.update(threads=threads, load_average_at_end=os.getloadavg()[0])
+    result["seconds"] = time.perf_counter() - started
     (workdir / f"{mode}.json").write_text(json.dumps(result))
     return 0
 
