@@ -11,7 +11,7 @@ __init__.py`). The floors, lowest first (docs/architecture.md):
    file as arrays by name)
 1. `layers`
 2. `models`
-3. `training`, `export`
+3. `training`, `export`, `allennlp`
 4. `cli`, `beam`, `corpus`
 
 A module may import from its own floor or lower ones, never from a higher one. One name is
@@ -47,6 +47,7 @@ FLOORS = {
     "elmo_keras.models": 2,
     "elmo_keras.training": 3,
     "elmo_keras.export": 3,
+    "elmo_keras.allennlp": 3,  # AllenNLP's `Elmo` on the torch backend, around `models`
     "elmo_keras.beam": 4,  # reads lines with the CLI's rule (cli._common.split_lines)
     "elmo_keras.corpus": 4,  # keeps the demo's sentences (cli.demo_senses) out of the corpus
     "elmo_keras.cli": 4,

@@ -70,8 +70,9 @@ class ElmoEmbedding(keras.layers.Layer):
         num_output_representations: int. The number of independent mixes. Defaults to `1`.
         dropout: float. Dropout rate applied to each mix in training. Defaults to `0.5`
             (the paper's setting for most tasks).
-        do_layer_norm: bool. Masked layer normalisation of every layer before mixing.
-            Defaults to `False`.
+        do_layer_norm: bool. Masked layer normalisation of every layer before mixing, its
+            statistics over the output positions (AllenNLP's `Elmo` and
+            `elmo_keras.allennlp.Elmo` add `<S>` and `</S>`). Defaults to `False`.
         trainable_bilm: bool. Whether the biLM's weights are trained with the task (gradients
             reach them and its dropout runs in training). Defaults to `False` (frozen, and
             always run in inference mode).
