@@ -1,5 +1,6 @@
 """`elmo-keras evaluate`: forward, backward and average perplexity with the full softmax."""
 
+import math
 import os
 
 from elmo_keras.cli import CommandError
@@ -87,4 +88,10 @@ def run(args):
     print(f"backward perplexity: {metrics['perplexity_backward']:.2f}")
     print(f"average perplexity:  {metrics['perplexity']:.2f}")
     print(f"tokens: {metrics['tokens']}")
+    keys = ("perplexity_forward", "perplexity_backward", "perplexity")
+    if any(math.isinf(metrics[key]) for key in keys):
+        print(
+            "inf: the mean loss is above 709.78 nats per token, where the perplexity exceeds "
+            "the largest float64 (about 1.8e308); the model predicts this text very badly"
+        )
     return 0

@@ -10,6 +10,15 @@ import keras
 from elmo_keras.training.event_file import EventFileWriter
 
 
+def perplexity(loss):
+    """`exp(loss)`, or `inf` where that exceeds the largest float64 (a mean loss per token above
+    about 709.78 nats): a perplexity that overflows is reported, never an `OverflowError`."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
+
+
 def step_logs(forward_nll, backward_nll, tokens, grad_norm):
     """The logs of one step: its sums, and `loss`, bilm-tf's training loss per token."""
     return {
