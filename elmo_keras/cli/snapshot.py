@@ -45,10 +45,13 @@ def run(args):
         from elmo_keras.cli import import_tensorflow
 
         import_tensorflow()
+        from elmo_keras.training.finite import NonFiniteError
         from elmo_keras.training.pipeline import export_checkpoint
 
         try:
             written = export_checkpoint(args.run, args.output, args.checkpoint)
+        except NonFiniteError:
+            raise  # a failure (exit code 1), not a usage mistake
         except ValueError as error:
             raise CommandError(str(error)) from None
     print(

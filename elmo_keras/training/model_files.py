@@ -32,6 +32,8 @@ def export_model(model, vocabulary, output_dir):
     The four files are written in a temporary folder inside `output_dir` first and renamed
     into place together once all are complete (signals wait for the renames): a failure or an
     interruption leaves the files already there as they were, never a mix of old and new.
+    Weights that are NaN or infinite (a diverged run) are refused first
+    (`finite.NonFiniteError`): nothing is written.
 
     Args:
         model: `LanguageModel`. Its biLM and softmax are written (float32 whatever the compute
@@ -41,9 +43,11 @@ def export_model(model, vocabulary, output_dir):
     """
     import keras
 
+    from elmo_keras.training.finite import check_weights
     from elmo_keras.weights import save_softmax, save_weights
 
     output_dir = pathlib.Path(output_dir)
+    check_weights(model, "the model's weights", f"nothing was written to {output_dir}")
     output_dir.mkdir(parents=True, exist_ok=True)
     remove_stale(output_dir / WEIGHTS_FILE)  # a staging folder of a killed write
     with temporary_output(output_dir / WEIGHTS_FILE, is_folder=True) as staging:

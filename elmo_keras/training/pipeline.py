@@ -211,8 +211,13 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
 
     Returns:
         The checkpoint prefix that was written out.
+
+    Raises:
+        finite.NonFiniteError: the checkpoint's weights hold NaN or infinite values (a run
+            that diverged); nothing is written.
     """
     from elmo_keras.training.configs import normalize_config
+    from elmo_keras.training.finite import check_weights
     from elmo_keras.training.model_files import export_model
 
     saved, vocabulary = load_run(run_dir)
@@ -234,6 +239,7 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
         state = TrainingState(config, len(vocabulary), strategy, saved["seed"])
         state.restore(checkpoint, skip=("optimizer", "state"))  # not exported; they may differ
         model = state.model
+    check_weights(model, f"checkpoint {checkpoint}'s weights", "nothing was written")
     export_model(model, vocabulary, output_dir)
     return checkpoint
 
