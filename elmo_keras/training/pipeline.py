@@ -127,6 +127,8 @@ def _start(run, held):
             raise ValueError(f"`resume`: no checkpoint found in {output_dir / CHECKPOINTS}.")
         if plan.changes:
             _apply_overrides(trainer, plan, output_dir)
+        elif plan.settings_changed and trainer.is_chief:  # a new `log_every`, kept from now on
+            save_run(output_dir, plan.settings, plan.vocabulary)
     else:
         if plan.source is not None:
             plan.source.initialize(trainer.model)

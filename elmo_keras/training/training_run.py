@@ -182,8 +182,8 @@ SETTINGS = (
             "--optimizer", choices=(None, "adagrad", "adam"), config_key="optimizer"),
     Setting("learning_rate", None, "number", "Overrides the configuration's", "--learning-rate",
             config_key="learning_rate"),
-    Setting("log_every", 50, "int", "Steps between logged lines and TensorBoard points",
-            "--log-every"),
+    Setting("log_every", None, "int", "Steps between logged lines and TensorBoard points (a "
+            "value given on resume is saved without --override)", "--log-every", saved=50),
     Setting("progress", None, "optional_bool", "A progress bar (None: when stdout is a "
             "terminal)"),
     Setting("eval_batch_size", 16, "int", "The held-out evaluation's batch",
