@@ -201,8 +201,10 @@ class TrainerBase(abc.ABC):
             output_dir: path or None. For `checkpoints/` and `logs/` (TensorBoard).
             checkpoint_every: int. Steps between checkpoints (also at the end and on a stop).
             keep_checkpoints: int. Checkpoints kept (older ones are deleted).
-            time_budget_s: float or None. Stop (and checkpoint) after this many seconds.
-            log_every: int. Steps between logged lines / TensorBoard points.
+            time_budget_s: float or None. Stop (and checkpoint) after this many seconds,
+                counted from the end of the first step (its tracing and compiling excluded).
+            log_every: int. Steps between logged lines / TensorBoard points (printed also
+                with a progress bar, above it).
             tokenization_mode: `"whitespace"` or `"punctuation"` (old name: `tokenization`).
             shuffle_buffer: int. `0`: every epoch a permutation of all the lines (about 12
                 bytes a line); `N`: a streaming shuffle through an `N`-line buffer

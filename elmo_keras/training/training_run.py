@@ -166,7 +166,8 @@ SETTINGS = (
     Setting("keep_checkpoints", 3, "int", "Checkpoints kept (older ones are deleted)",
             "--keep-checkpoints"),
     Setting("time_budget_s", None, "number", "Stop (and checkpoint) after this many seconds of "
-            "training; alone, the run goes on until then", "--time-budget", metavar="SECONDS"),
+            "training, counted from the end of the first step (compiling it is not training); "
+            "alone, the run goes on until then", "--time-budget", metavar="SECONDS"),
     Setting("mixed_precision", None, "choice", "bfloat16: the biLM computes in bfloat16, the "
             "variables and the softmax stay float32 (GPUs, TPUs)", "--mixed-precision",
             choices=(None, "bfloat16")),
