@@ -8,6 +8,7 @@ version; every scalar is an `Event` with a `Summary` holding one value in the fo
 write their logs with it (the JAX trainer runs where TensorFlow is not installed).
 """
 
+import contextlib
 import os
 import pathlib
 import socket
@@ -125,11 +126,17 @@ class EventFileWriter:
         )
         self.path = self.log_dir / name
         self._file = None
-        try:
+        with self._writing():
             self.log_dir.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "ab")  # noqa: SIM115 (closed by `close`)
             self._file.write(_record(_event(time.time(), file_version="brain.Event:2")))
             self._file.flush()
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """A failed write inside is an `EventFileError` naming the file (`_failed`)."""
+        try:
+            yield
         except OSError as error:
             raise self._failed(error) from None
 
@@ -149,26 +156,20 @@ class EventFileWriter:
     def scalars(self, values, step):
         """Writes one event per `name: value` of `values` at `step`, then flushes."""
         now = time.time()
-        try:
+        with self._writing():
             for name, value in values.items():
                 summary = _field(1, 2, _scalar_value(name, float(value)))
                 self._file.write(_record(_event(now, step=step, summary=summary)))
             self._file.flush()
-        except OSError as error:
-            raise self._failed(error) from None
 
     def flush(self):
-        try:
+        with self._writing():
             self._file.flush()
-        except OSError as error:
-            raise self._failed(error) from None
 
     def close(self):
         if not self._file.closed:
-            try:
+            with self._writing():
                 self._file.close()
-            except OSError as error:
-                raise self._failed(error) from None
 
     def abandon(self):
         """Closes the file without reporting a failure (a run that is failing already)."""
