@@ -10,6 +10,7 @@ holds NaN weights: the run's last checkpoint stays the last finite one. Both rai
 import math
 
 import keras
+import numpy as np
 
 from elmo_keras.training.checkpoints import resume_hint
 
@@ -47,12 +48,16 @@ def check_step(step, logs, checkpoint_dir=None):
 
 
 def first_non_finite(variables):
-    """`(path, count)` of the first variable holding NaN or infinite values, or None."""
+    """`(path, count)` of the first variable holding NaN or infinite values, or None.
+
+    Each value is read on the host, one variable at a time, as the checkpoint and the model
+    files read them: no computation on the devices, which a multi-process JAX run's chief
+    could not launch alone (it writes the model files by itself).
+    """
     for variable in variables:
-        finite = keras.ops.isfinite(variable.value)
-        if not bool(keras.ops.convert_to_numpy(keras.ops.all(finite))):
-            bad = int(keras.ops.convert_to_numpy(keras.ops.sum(~finite)))
-            return variable.path, bad
+        finite = np.isfinite(keras.ops.convert_to_numpy(variable.value))
+        if not finite.all():
+            return variable.path, int(finite.size - np.count_nonzero(finite))
     return None
 
 
