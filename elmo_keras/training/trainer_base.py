@@ -330,8 +330,10 @@ class TrainerBase(abc.ABC):
 
     def _stop_without_log(self, fit, error):
         """The TensorBoard file could not be written (a full disk): a checkpoint of this step
-        is attempted, then the run stops with one line naming the file and where to resume."""
-        if fit.manager is not None:
+        is attempted, then the run stops with one line naming the file and where to resume.
+        (Several workers: only the chief writes the file, and a checkpoint is a collective of
+        all of them: no checkpoint is attempted.)"""
+        if fit.manager is not None and not self.multi_worker:
             try:
                 self._save(fit, unless_saved=True)
             except CheckpointWriteError as failed:
