@@ -14,6 +14,7 @@ from elmo_keras.text.pretokenize import (
     TOKENIZATION_MODES,
     tokenize_python,
 )
+from elmo_keras.text.text_files import decode_line
 from elmo_keras.validation import file_kind, file_problem
 
 
@@ -40,9 +41,10 @@ def iter_lines(path):
     A leading UTF-8 byte-order mark is dropped. Only b"\n" ends a line (UTF-8 never uses that
     byte inside a character, so each line decodes on its own), one "\r" before it is dropped,
     and a final "\n" does not start an extra line. `path` `"-"` reads standard input (left
-    open). A missing file, a folder, bytes that are not UTF-8 (named by line and byte) or a
-    line longer than `MAX_LINE_BYTES` (memory stays bounded on endless input without line
-    ends) are a `CommandError`.
+    open). A missing file, a folder or a line longer than `MAX_LINE_BYTES` (memory stays bounded
+    on endless input without line ends) are a `CommandError`; bytes that are not UTF-8 are a
+    `ValueError` naming the line and the byte (`text_files.decode_line`, the rule of every
+    command).
     """
     if str(path) == STDIN:
         name, handle = "standard input", contextlib.nullcontext(sys.stdin.buffer)
@@ -67,13 +69,7 @@ def iter_lines(path):
             start = 3 if number == 0 and raw.startswith(b"\xef\xbb\xbf") else 0
             if start == len(raw):
                 break  # a file that is only a byte-order mark has no line
-            try:
-                line = raw[start:].decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise CommandError(
-                    f"{name} is not UTF-8 text ({error.reason} at byte "
-                    f"{offset + start + error.start}, line {number + 1})"
-                ) from None
+            line = decode_line(raw[start:], name, number + 1, offset + start)
             offset += len(raw)
             yield line.removesuffix("\n").removesuffix("\r")
 
@@ -195,7 +191,11 @@ def check_input_file(flag, path):
 
 
 class Progress:
-    """A one-line progress bar on a terminal (stderr); silent when stderr is not a terminal."""
+    """A one-line progress bar on a terminal (stderr); silent when stderr is not a terminal.
+
+    Each drawing pads with spaces to the previous one's width: a shorter line (an ETA of one
+    digit after two) leaves no stale characters behind.
+    """
 
     def __init__(self, total, unit="sentences", stream=None):
         self.total = total
@@ -203,6 +203,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() and total > 0
         self.start = time.monotonic()
+        self.width = 0  # of the line drawn last
 
     def __call__(self, done):
         if not self.enabled:
@@ -213,7 +214,9 @@ class Progress:
         width = 30
         filled = int(width * done / self.total)
         bar = "#" * filled + "-" * (width - filled)
-        self.stream.write(f"\r[{bar}] {done}/{self.total} {self.unit} {rate:.1f}/s ETA {eta:.0f}s")
+        line = f"[{bar}] {done}/{self.total} {self.unit} {rate:.1f}/s ETA {eta:.0f}s"
+        self.stream.write("\r" + line.ljust(self.width))
+        self.width = len(line)
         if done >= self.total:
             self.stream.write("\n")
         self.stream.flush()

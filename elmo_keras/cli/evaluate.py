@@ -1,5 +1,6 @@
 """`elmo-keras evaluate`: forward, backward and average perplexity with the full softmax."""
 
+import math
 import os
 
 from elmo_keras.cli import CommandError
@@ -75,10 +76,12 @@ def run(args):
     for name in ("batch_size", "unroll_steps"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be a positive integer")
+    from elmo_keras.text.text_files import check_text_files
     from elmo_keras.text.vocabulary import Vocabulary
     from elmo_keras.training.evaluation import evaluate_model
     from elmo_keras.training.model_files import load_language_model
 
+    check_text_files([args.data], "--data")  # not UTF-8, or no text: one line, exit 1
     model, vocabulary = load_language_model(folder)
     basis = None
     for path in args.basis_vocab or ():
@@ -103,4 +106,10 @@ def run(args):
     print(f"backward perplexity: {metrics['perplexity_backward']:.2f}")
     print(f"average perplexity:  {metrics['perplexity']:.2f}")
     print(f"tokens: {metrics['tokens']}")
+    keys = ("perplexity_forward", "perplexity_backward", "perplexity")
+    if any(math.isinf(metrics[key]) for key in keys):
+        print(
+            "inf: the mean loss is above 709.78 nats per token, where the perplexity exceeds "
+            "the largest float64 (about 1.8e308); the model predicts this text very badly"
+        )
     return 0

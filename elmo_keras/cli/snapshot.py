@@ -46,10 +46,13 @@ def run(args):
             held.enter_context(lock_run(output))  # a live run's folder is refused
         _check_output(args, output, own_run)
         _select_backend(args.run)
+        from elmo_keras.training.finite import NonFiniteError
         from elmo_keras.training.pipeline import export_checkpoint
 
         try:
             written = export_checkpoint(args.run, args.output, args.checkpoint)
+        except NonFiniteError:
+            raise  # a failure (exit code 1), not a usage mistake
         except ValueError as error:
             raise CommandError(str(error)) from None
     print(

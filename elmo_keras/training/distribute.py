@@ -20,10 +20,37 @@ _KEY_RANGE = 100_000  # collective keys set aside for one MirroredStrategy
 _key_ranges = itertools.count(1)
 
 
+def tf_config_cluster():
+    """The `cluster` of the TF_CONFIG environment variable (`{}` when it is not set), checked:
+    TF_CONFIG must be a JSON object whose `cluster` maps job names to lists of addresses.
+
+    Raises:
+        ValueError: one line naming TF_CONFIG, what it must be and what it holds.
+    """
+    text = os.environ.get("TF_CONFIG")
+    if text is None:
+        return {}
+    expected = (
+        'TF_CONFIG must be a JSON object such as {"cluster": {"worker": ["host:port", ...]}, '
+        '"task": {"type": "worker", "index": 0}}'
+    )
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    try:
+        config = json.loads(text)
+    except ValueError:
+        raise ValueError(f"{expected}. Received (not JSON): TF_CONFIG={shown!r}") from None
+    cluster = config.get("cluster", {}) if isinstance(config, dict) else None
+    if not isinstance(cluster, dict) or not all(
+        isinstance(addresses, list) for addresses in cluster.values()
+    ):
+        raise ValueError(f"{expected}. Received: TF_CONFIG={shown!r}")
+    return cluster
+
+
 def _auto_strategy_name():
     import tensorflow as tf
 
-    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    cluster = tf_config_cluster()
     n_workers = len(cluster.get("worker", [])) + len(cluster.get("chief", []))
     if n_workers > 1:
         return "multi-worker"
@@ -55,6 +82,7 @@ def make_strategy(name="auto"):
     if name == "multi-worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError("`strategy='multi-worker'` needs the TF_CONFIG environment variable.")
+        tf_config_cluster()  # a malformed TF_CONFIG is one line, not TensorFlow's traceback
         return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]

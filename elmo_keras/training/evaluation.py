@@ -1,12 +1,11 @@
 """Held-out perplexity of a `LanguageModel` with the full softmax, on TensorFlow or JAX."""
 
-import math
-
 import numpy as np
 
 from elmo_keras.backend import keras_backend
 from elmo_keras.text.vocabulary import UNK_TOKEN
 from elmo_keras.training.data import TOKENIZATION_RENAMED, SentenceStream, no_other_arguments
+from elmo_keras.training.metrics import perplexity
 from elmo_keras.training.windows import WindowPacker
 from elmo_keras.validation import check_int, renamed_argument
 
@@ -73,9 +72,10 @@ def evaluate_model(
 
     Returns:
         A dict: `perplexity_forward`, `perplexity_backward`, `perplexity` (exp of the mean of
-        both losses, bilm-tf's average), `tokens` (predicted tokens per direction); with
-        `basis` also `basis_words` (its size) and `basis_coverage` (the share of the targets
-        inside it).
+        both losses, bilm-tf's average; `inf` where the exponential overflows a float64, a
+        mean loss above about 709.78 nats per token), `tokens` (predicted tokens per
+        direction); with `basis` also `basis_words` (its size) and `basis_coverage` (the share
+        of the targets inside it).
     """
     tokenization_mode = renamed_argument(
         kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "evaluate_model"
@@ -106,9 +106,9 @@ def evaluate_model(
         raise ValueError(f"No tokens to evaluate in {data!r}.")
     loss_fw, loss_bw = total_fw / total_tokens, total_bw / total_tokens
     metrics = {
-        "perplexity_forward": math.exp(loss_fw),
-        "perplexity_backward": math.exp(loss_bw),
-        "perplexity": math.exp(0.5 * (loss_fw + loss_bw)),
+        "perplexity_forward": perplexity(loss_fw),
+        "perplexity_backward": perplexity(loss_bw),
+        "perplexity": perplexity(0.5 * (loss_fw + loss_bw)),
         "tokens": int(total_tokens),
     }
     if in_basis is not None:

@@ -8,6 +8,7 @@ version; every scalar is an `Event` with a `Summary` holding one value in the fo
 write their logs with it (the JAX trainer runs where TensorFlow is not installed).
 """
 
+import contextlib
 import os
 import pathlib
 import socket
@@ -94,8 +95,15 @@ def _record(data):
     )
 
 
+class EventFileError(OSError):
+    """The event file could not be written (a full disk): the message names the file."""
+
+
 class EventFileWriter:
     """Appends TensorBoard scalars to a new event file in `log_dir`.
+
+    A failed write (a full disk, a permission error) raises `EventFileError`, one line naming
+    the file, and closes the file: the writer writes nothing more.
 
     Args:
         log_dir: path. Created if missing; the file is
@@ -111,27 +119,59 @@ class EventFileWriter:
 
     def __init__(self, log_dir):
         self.log_dir = pathlib.Path(log_dir)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         EventFileWriter._count += 1
         name = (
             f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}."
             f"{os.getpid()}.{EventFileWriter._count}.v2"
         )
         self.path = self.log_dir / name
-        self._file = open(self.path, "ab")  # noqa: SIM115 (closed by `close`)
-        self._file.write(_record(_event(time.time(), file_version="brain.Event:2")))
-        self._file.flush()
+        self._file = None
+        with self._writing():
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "ab")  # noqa: SIM115 (closed by `close`)
+            self._file.write(_record(_event(time.time(), file_version="brain.Event:2")))
+            self._file.flush()
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """A failed write inside is an `EventFileError` naming the file (`_failed`)."""
+        try:
+            yield
+        except OSError as error:
+            raise self._failed(error) from None
+
+    def _failed(self, error):
+        """Closes the file (what the buffer holds is dropped); the error to raise."""
+        if self._file is not None:
+            try:
+                self._file.close()  # flushes first: fails again, but the file is closed
+            except OSError:
+                pass
+        from elmo_keras.training.checkpoints import one_line  # noqa: PLC0415
+
+        return EventFileError(
+            f"could not write the TensorBoard log {self.path} ({one_line(error)})"
+        )
 
     def scalars(self, values, step):
-        """Writes one event per `name: value` of `values` at `step`."""
+        """Writes one event per `name: value` of `values` at `step`, then flushes."""
         now = time.time()
-        for name, value in values.items():
-            summary = _field(1, 2, _scalar_value(name, float(value)))
-            self._file.write(_record(_event(now, step=step, summary=summary)))
+        with self._writing():
+            for name, value in values.items():
+                summary = _field(1, 2, _scalar_value(name, float(value)))
+                self._file.write(_record(_event(now, step=step, summary=summary)))
+            self._file.flush()
 
     def flush(self):
-        self._file.flush()
+        with self._writing():
+            self._file.flush()
 
     def close(self):
         if not self._file.closed:
-            self._file.close()
+            with self._writing():
+                self._file.close()
+
+    def abandon(self):
+        """Closes the file without reporting a failure (a run that is failing already)."""
+        if not self._file.closed:
+            self._failed(OSError())

@@ -3,11 +3,21 @@
 Imports Keras, not TensorFlow (the TensorBoard files: `event_file`)."""
 
 import math
+import sys
 import time
 
 import keras
 
-from elmo_keras.training.event_file import EventFileWriter
+from elmo_keras.training.event_file import EventFileError, EventFileWriter
+
+
+def perplexity(loss):
+    """`exp(loss)`, or `inf` where that exceeds the largest float64 (a mean loss per token above
+    about 709.78 nats): a perplexity that overflows is reported, never an `OverflowError`."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
 
 
 def step_logs(forward_nll, backward_nll, tokens, grad_norm):
@@ -50,11 +60,14 @@ class MetricsLogger:
     Every `write` reports the interval since the previous one: `loss`, `perplexity_forward`,
     `perplexity_backward` (of the training softmax, sampled or full), `learning_rate` and
     `tokens_per_second`. `epoch_logs` does the same for the span since the previous call.
+    With a progress bar, each printed line first clears the bar's line; the bar is drawn again
+    below it at the next step. A failed write of the TensorBoard file raises `EventFileError`
+    (one line naming the file), after which TensorBoard is no longer written.
 
     Args:
         log_dir: path or None. TensorBoard event files go here (None: no TensorBoard).
         optimizer: `keras.optimizers.Optimizer` or None. Its learning rate is logged.
-        echo: bool. Print a line per interval when there is no progress bar.
+        echo: bool. Print a line per interval (with or without a progress bar).
         progress_steps: int or None. Show a `keras.utils.Progbar` of this many steps.
         first_step: int. The global step the run starts from (the bar counts from it).
         peak_memory: callable or None. Returns the accelerator's peak memory in bytes, or None
@@ -73,7 +86,7 @@ class MetricsLogger:
         self.writer = EventFileWriter(log_dir) if log_dir else None
         self.optimizer = optimizer
         self.bar = keras.utils.Progbar(progress_steps, unit_name="step") if progress_steps else None
-        self.echo = bool(echo) and self.bar is None
+        self.echo = bool(echo)
         self.first_step = int(first_step)
         self.peak_memory = peak_memory
         self.started = time.perf_counter()
@@ -118,8 +131,13 @@ class MetricsLogger:
         if peak is not None:
             scalars["peak_memory_gib"] = peak / 2**30
         if self.writer is not None:
-            self.writer.scalars(scalars, step)
+            try:
+                self.writer.scalars(scalars, step)
+            except EventFileError:
+                self.writer = None
+                raise
         if echo and self.echo:
+            self._clear_bar()
             print(
                 f"step {step}"
                 + ("" if epoch is None else f" (epoch {epoch[0]} of {epoch[1]})")
@@ -152,9 +170,24 @@ class MetricsLogger:
             "train_perplexity_backward": self.last.get("perplexity_backward"),
         }
 
+    def _clear_bar(self):
+        """Blanks the progress bar's line (a terminal's), for a line printed in its place."""
+        if self.bar is not None and getattr(self.bar, "_dynamic_display", False):
+            sys.stdout.write("\r\x1b[K")
+
     def close(self, step):
-        """Writes what is left of the last interval (no line) and flushes TensorBoard."""
+        """Writes what is left of the last interval (no line) and closes TensorBoard's file; a
+        bar stopped before its end (a time budget, a signal) gets its line ended."""
+        if self.bar is not None and 0 < self.bar._seen_so_far < (self.bar.target or 0):
+            print(flush=True)
         if self.pending:
             self.write(step, echo=False)
         if self.writer is not None:
-            self.writer.close()
+            writer, self.writer = self.writer, None
+            writer.close()
+
+    def abandon(self):
+        """Closes TensorBoard's file of a run that is failing (no further error)."""
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.abandon()

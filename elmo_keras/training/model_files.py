@@ -36,6 +36,8 @@ def export_model(model, vocabulary, output_dir):
     and new. The folder's lock is held meanwhile (`file_switch.folder_lock`); a training
     run's folder is the caller's to lock (`run_folder.lock_run`: the run itself, or
     `pipeline.export_checkpoint`).
+    Weights that are NaN or infinite (a diverged run) are refused first
+    (`finite.NonFiniteError`): nothing is written.
 
     Args:
         model: `LanguageModel`. Its biLM and softmax are written (float32 whatever the compute
@@ -45,9 +47,11 @@ def export_model(model, vocabulary, output_dir):
     """
     import keras
 
+    from elmo_keras.training.finite import check_weights
     from elmo_keras.weights import save_softmax, save_weights
 
     output_dir = pathlib.Path(output_dir)
+    check_weights(model, "the model's weights", f"nothing was written to {output_dir}")
     output_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(output_dir):
         finish_switch(output_dir)  # a killed write's files first

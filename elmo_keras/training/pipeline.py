@@ -137,6 +137,8 @@ def _start(run, held):
             raise ValueError(f"`resume`: no checkpoint found in {output_dir / CHECKPOINTS}.")
         if plan.changes:
             _apply_overrides(trainer, plan, output_dir)
+        elif plan.settings_changed and trainer.is_chief:  # a new `log_every`, kept from now on
+            save_run(output_dir, plan.settings, plan.vocabulary)
     else:
         if plan.source is not None:
             plan.source.initialize(trainer.model)
@@ -224,6 +226,10 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
 
     Returns:
         The checkpoint prefix that was written out.
+
+    Raises:
+        finite.NonFiniteError: the checkpoint's weights hold NaN or infinite values (a run
+            that diverged); nothing is written.
     """
     with contextlib.ExitStack() as held:
         if os.path.lexists(pathlib.Path(output_dir) / LOCK_FILE):
@@ -233,6 +239,7 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
 
 def _export_checkpoint(run_dir, output_dir, checkpoint):
     from elmo_keras.training.configs import normalize_config
+    from elmo_keras.training.finite import check_weights
     from elmo_keras.training.model_files import export_model
 
     saved, vocabulary = load_run(run_dir)
@@ -252,6 +259,7 @@ def _export_checkpoint(run_dir, output_dir, checkpoint):
                 f"the checkpoint {prefix} was deleted while it was read (the running training "
                 f"keeps only its newest checkpoints); {hint}"
             ) from None
+    check_weights(model, f"checkpoint {prefix}'s weights", "nothing was written")
     export_model(model, vocabulary, output_dir)
     return prefix
 

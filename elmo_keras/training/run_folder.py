@@ -43,6 +43,7 @@ _OPTIONAL_KEYS = {
     "vocab_sha256": None,
     # Runs started before the whole-text shuffle streamed their lines through this buffer.
     "shuffle_buffer": 10000,
+    "log_every": 50,
 }
 # What each saved key must be: (a check, the expected value in words).
 _KEY_TYPES = {
@@ -69,6 +70,10 @@ _KEY_TYPES = {
     "shuffle_buffer": (
         lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
         "an integer >= 0",
+    ),
+    "log_every": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "an integer >= 1",
     ),
 }
 
@@ -107,7 +112,8 @@ def load_run(run_dir):
         `new_vocab`, `freeze_bilm_steps`, `data_start_step` (the step at which the current
         training files started), `overrides` (those applied when resuming) and
         `shuffle_buffer` (0: the whole text shuffled; folders written before it was saved
-        streamed through 10,000 lines, read so); runs written by this version also have
+        streamed through 10,000 lines, read so), `log_every` (50 for older folders); runs
+        written by this version also have
         `vocab_file`, `min_count` and `max_vocab_size`. Folders
         written before `tokenization_mode` had that name hold `tokenization`, read the same.
     """

@@ -13,6 +13,7 @@ import os
 import pathlib
 import time
 
+from elmo_keras.text.text_files import check_text_files
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.configs import get_config, normalize_config
 from elmo_keras.training.data import build_vocabulary, expand_files
@@ -43,6 +44,9 @@ from elmo_keras.training.training_run import (
 FLAG_KEYS = CONFIG_KEYS
 # Saved settings a resumed run may override, by field, and their training_config.json keys.
 _SAVED_FIELDS = SAVED_KEYS
+# Saved settings that change nothing in what is trained: a resumed run given another value
+# takes it (and saves it) without `override`.
+_FREE = ("log_every",)
 # After overriding these, the data starts again from its beginning at the resumed step.
 _DATA_CHANGES = (
     "train_files",
@@ -68,6 +72,8 @@ class RunPlan:
         source: `init_source.InitSource` or None. Where a new run's weights start.
         changes: dict. For a resumed run with overrides: `{name: (saved, given)}`.
         restore_skip: tuple. Parts of the checkpoint not restored (`TrainingState.restore`).
+        settings_changed: bool. A resumed run changed a saved setting of `_FREE` (logging):
+            training_config.json is to be written again.
     """
 
     run: object
@@ -77,6 +83,7 @@ class RunPlan:
     source: object = None
     changes: dict = dataclasses.field(default_factory=dict)
     restore_skip: tuple = ()
+    settings_changed: bool = False
 
     def record_overrides(self, step):
         """Adds the applied overrides, at `step`, to `settings`; the data restarts there if
@@ -94,17 +101,20 @@ def plan_run(run):
     """The `RunPlan` of a `TrainingRun` (new, started from a biLM, or resumed).
 
     The text files are looked for first: a glob that matches nothing is a `SettingError`
-    before anything is read or written.
+    before anything is read or written; then each file given is read once
+    (`text_files.check_text_files`): bytes that are not UTF-8, or no text at all, are a
+    `ValueError` naming the file, before any folder is made.
     """
-    for name in ("train_files", "valid_files"):
+    for name, what in (("train_files", "training text"), ("valid_files", "held-out text")):
         value = getattr(run, name)
         if value is not None:
             try:
-                expand_files(value)
+                files = expand_files(value)
             except ValueError:
                 raise SettingError(
                     "{" + name + "} matches no file. Received: " + escaped(repr(value))
                 ) from None
+            check_text_files(files, what)
     return _resumed_run(run) if run.resume else _new_run(run)
 
 
@@ -159,6 +169,7 @@ def _new_run(run):
     if vocabulary is None:
         vocabulary = _build_vocabulary(run)
     config["n_tokens_vocab"] = len(vocabulary)
+    _fit_candidates(config, len(vocabulary), run.verbose)
     settings = {
         "config": config,
         "seed": run.seed,
@@ -172,12 +183,28 @@ def _new_run(run):
         "init_from": None if source is None else source.record(),
         "new_vocab": run.new_vocab,
         "freeze_bilm_steps": run.freeze_bilm_steps,
+        "log_every": run.log_every,
         "data_start_step": 0,
         "overrides": [],
         "train_fingerprint": text_fingerprint(run.train_files),
         "vocab_sha256": vocabulary_sha256(vocabulary),
     }
     return RunPlan(run, config, vocabulary, settings, source)
+
+
+def _fit_candidates(config, vocabulary_size, verbose):
+    """A sampled softmax draws fewer candidates than there are words: a vocabulary no larger
+    than `n_negative_samples_batch` (a small text) trains with the full softmax instead (exact,
+    and no dearer then), said in one line."""
+    samples = int(config.get("n_negative_samples_batch") or 0)
+    if samples and samples >= vocabulary_size:
+        config["n_negative_samples_batch"] = 0
+        if verbose:
+            print(
+                f"softmax: full ({vocabulary_size:,} words, no more than the {samples:,} "
+                "sampled-softmax candidates asked for)",
+                flush=True,
+            )
 
 
 def _build_vocabulary(run):
@@ -220,6 +247,9 @@ def _resumed_run(run):
         )
     saved, vocabulary = load_run(output_dir)
     _check_vocabulary(saved, vocabulary, output_dir)
+    free = {name: getattr(run, name) for name in _FREE if getattr(run, name) is not None}
+    settings_changed = any(saved[_SAVED_FIELDS[name]] != value for name, value in free.items())
+    saved.update({_SAVED_FIELDS[name]: value for name, value in free.items()})
     differences = _differences(run, saved, vocabulary)
     recorded = run.train_files is None and saved["train_fingerprint"] is not None
     if recorded:  # the recorded absolute paths: the run resumes from any working directory
@@ -251,7 +281,7 @@ def _resumed_run(run):
     run = _with_defaults(run, {name: saved[key] for name, key in _SAVED_FIELDS.items()})
     run = _with_defaults(run, NEW_RUN_DEFAULTS)
     changes = {d.name: (d.saved, d.given) for d in differences}
-    return RunPlan(run, config, vocabulary, saved, None, changes, skip)
+    return RunPlan(run, config, vocabulary, saved, None, changes, skip, settings_changed)
 
 
 def _check_vocabulary(saved, vocabulary, output_dir):
@@ -302,6 +332,8 @@ def _differences(run, saved, vocabulary):
             out.append(_Difference(name, name, config.get(key), value))
     for name, key in _SAVED_FIELDS.items():
         value = getattr(run, name)
+        if name in _FREE:
+            continue
         same = _same_files if name == "train_files" else (lambda a, b: a == b)
         if value is not None and not same(value, saved[key]):
             out.append(_Difference(name, name, saved[key], value))

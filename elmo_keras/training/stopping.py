@@ -20,7 +20,8 @@ class StopRequests:
     the previous handlers back.
 
     Args:
-        time_budget_s: float or None. Seconds after entering the block when the run should stop.
+        time_budget_s: float or None. Seconds after entering the block (or the last
+            `start_clock`) when the run should stop.
         handle_signals: bool. Catch the signals (only possible in the main thread; elsewhere
             they keep their handlers). Defaults to `True`.
         stop_training: callable or None. Returns True when something else asks to stop (a
@@ -58,6 +59,11 @@ class StopRequests:
             signal.signal(signum, old)
         self._previous = {}
         return False
+
+    def start_clock(self):
+        """Counts the time budget from now (the trainers call it after the first step, whose
+        tracing and compiling are not training time)."""
+        self.started = time.perf_counter()
 
     def out_of_time(self):
         return (

@@ -18,9 +18,11 @@ import sys
 from elmo_keras.memory import check_fits, training_bytes
 from elmo_keras.options import options_to_bilm_kwargs
 from elmo_keras.training.callbacks import TrainingCallbacks
-from elmo_keras.training.checkpoints import skipped_message
+from elmo_keras.training.checkpoints import CheckpointWriteError, resume_hint, skipped_message
 from elmo_keras.training.configs import architecture_options, normalize_config
 from elmo_keras.training.data import TOKENIZATION_RENAMED, expand_files, no_other_arguments
+from elmo_keras.training.event_file import EventFileError
+from elmo_keras.training.finite import check_step, check_weights
 from elmo_keras.training.metrics import MetricsLogger
 from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
 from elmo_keras.training.stopping import StopRequests, stop_reason
@@ -199,8 +201,10 @@ class TrainerBase(abc.ABC):
             output_dir: path or None. For `checkpoints/` and `logs/` (TensorBoard).
             checkpoint_every: int. Steps between checkpoints (also at the end and on a stop).
             keep_checkpoints: int. Checkpoints kept (older ones are deleted).
-            time_budget_s: float or None. Stop (and checkpoint) after this many seconds.
-            log_every: int. Steps between logged lines / TensorBoard points.
+            time_budget_s: float or None. Stop (and checkpoint) after this many seconds,
+                counted from the end of the first step (its tracing and compiling excluded).
+            log_every: int. Steps between logged lines / TensorBoard points (printed also
+                with a progress bar, above it).
             tokenization_mode: `"whitespace"` or `"punctuation"` (old name: `tokenization`).
             shuffle_buffer: int. `0`: every epoch a permutation of all the lines (about 12
                 bytes a line); `N`: a streaming shuffle through an `N`-line buffer
@@ -248,23 +252,33 @@ class TrainerBase(abc.ABC):
         try:
             with fit.requests:
                 stopped = self._train_loop(batches, fit)
+        except BaseException:
+            fit.logger.abandon()
+            raise
         finally:
             batches.close()  # stops the data's background work
-        fit.logger.close(self.global_step)
         if fit.manager is not None:
-            self.save_unless_saved(fit.manager)
+            self._save(fit, unless_saved=True)
+        try:
+            fit.logger.close(self.global_step)
+        except EventFileError as error:
+            raise EventFileError(f"{error}; {self._kept(fit)}") from None
         summary = fit.logger.summary(self.global_step, stopped)
         fit.hooks.train_end(summary, fit.logger)
         return summary
 
     def _train_loop(self, batches, fit):
         """Steps until a stop; returns why (`"steps"`, `"epochs"` or one of `STOP_REASONS`)."""
+        first = True
         while fit.steps is None or self.global_step < fit.steps:
             item = next(batches, None)
             if item is None:
                 return "epochs"
             batch, epoch = item
             logs, votes = self._run_step(batch, fit.requests)
+            if first:  # the time budget counts from here: compiling the step is not training
+                fit.requests.start_clock()
+                first = False
             reason = self._after_step(fit, logs, votes, epoch)
             if reason is not None:
                 return reason
@@ -273,19 +287,58 @@ class TrainerBase(abc.ABC):
     def _after_step(self, fit, logs, votes, epoch):
         """Callbacks, metrics and checkpoint of the step just taken; returns a stop reason."""
         step = self.global_step
+        check_step(step, logs, None if fit.manager is None else fit.manager.directory)
         fit.hooks.step_end(step, logs, epoch, fit.logger)
         fit.logger.update(step, logs)
         if step % fit.log_every == 0 or step == fit.steps:
             # With `epochs`, the line also says which pass over the data the step was in.
-            fit.logger.write(step, epoch=None if fit.epochs is None else (epoch + 1, fit.epochs))
+            try:
+                fit.logger.write(
+                    step, epoch=None if fit.epochs is None else (epoch + 1, fit.epochs)
+                )
+            except EventFileError as error:
+                self._stop_without_log(fit, error)
         if fit.manager is not None and step % fit.checkpoint_every == 0:
-            self.save_checkpoint(fit.manager)
+            self._save(fit)
         if not self.multi_worker:  # one process: stop right after this step
             votes = fit.requests.votes()
         # Several workers decide from everyone's votes taken at the start of this step: all
         # leave after the same step (a lone worker leaving would keep the others waiting in a
         # collective) and save the same checkpoint.
         return stop_reason(votes)
+
+    def _save(self, fit, unless_saved=False):
+        """A checkpoint of the current step (`unless_saved`: unless the newest holds it); the
+        weights are checked first: a checkpoint never holds NaN or infinite weights."""
+        directory = fit.manager.directory
+        check_weights(
+            self.model,
+            f"the weights at step {self.global_step}",
+            "no checkpoint was written",
+            directory,
+        )
+        if unless_saved:
+            self.save_unless_saved(fit.manager)
+        else:
+            self.save_checkpoint(fit.manager)
+
+    def _kept(self, fit):
+        """Where the run can go on from, in words (after a failure that ends it)."""
+        if fit.manager is None:
+            return "the run stopped"
+        return f"the run stopped at step {self.global_step}: " + resume_hint(fit.manager.directory)
+
+    def _stop_without_log(self, fit, error):
+        """The TensorBoard file could not be written (a full disk): a checkpoint of this step
+        is attempted, then the run stops with one line naming the file and where to resume.
+        (Several workers: only the chief writes the file, and a checkpoint is a collective of
+        all of them: no checkpoint is attempted.)"""
+        if fit.manager is not None and not self.multi_worker:
+            try:
+                self._save(fit, unless_saved=True)
+            except CheckpointWriteError as failed:
+                raise CheckpointWriteError(f"{error}; {failed}") from None
+        raise EventFileError(f"{error}; {self._kept(fit)}") from None
 
     def _logger(self, output_dir, progress, steps, start):
         if progress is None:

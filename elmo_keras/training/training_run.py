@@ -166,7 +166,8 @@ SETTINGS = (
     Setting("keep_checkpoints", 3, "int", "Checkpoints kept (older ones are deleted)",
             "--keep-checkpoints"),
     Setting("time_budget_s", None, "number", "Stop (and checkpoint) after this many seconds of "
-            "training; alone, the run goes on until then", "--time-budget", metavar="SECONDS"),
+            "training, counted from the end of the first step (compiling it is not training); "
+            "alone, the run goes on until then", "--time-budget", metavar="SECONDS"),
     Setting("mixed_precision", None, "choice", "bfloat16: the biLM computes in bfloat16, the "
             "variables and the softmax stay float32 (GPUs, TPUs)", "--mixed-precision",
             choices=(None, "bfloat16")),
@@ -182,8 +183,8 @@ SETTINGS = (
             "--optimizer", choices=(None, "adagrad", "adam"), config_key="optimizer"),
     Setting("learning_rate", None, "number", "Overrides the configuration's", "--learning-rate",
             config_key="learning_rate"),
-    Setting("log_every", 50, "int", "Steps between logged lines and TensorBoard points",
-            "--log-every"),
+    Setting("log_every", None, "int", "Steps between logged lines and TensorBoard points (a "
+            "value given on resume is saved without --override)", "--log-every", saved=50),
     Setting("progress", None, "optional_bool", "A progress bar (None: when stdout is a "
             "terminal)"),
     Setting("eval_batch_size", 16, "int", "The held-out evaluation's batch",

@@ -5,6 +5,7 @@ import io
 import os
 import sys
 import threading
+import types
 
 import pytest
 
@@ -25,10 +26,11 @@ def test_the_input_is_read_lazily_with_the_same_rules(tmp_path):
         path.write_bytes(content)
         assert list(iter_lines(path)) == expected == split_lines(content.decode("utf-8-sig"))
     path.write_bytes("ok\nstill ok\ncaf\xe9 au lait\n".encode("latin-1"))
-    with pytest.raises(CommandError) as error:
+    with pytest.raises(ValueError) as error:  # a failure (exit 1), as for every command
         input_sentences(path)  # the first pass finds it, before any model loads
     assert str(error.value) == (
-        f"input file {path} is not UTF-8 text (invalid continuation byte at byte 15, line 3)"
+        f"input file {path} is not UTF-8 text (invalid continuation byte at byte 15, line 3); "
+        "convert it first (e.g. `iconv -f latin1 -t utf-8`)"
     )
 
 
@@ -49,7 +51,7 @@ def test_dash_reads_standard_input(monkeypatch):
     assert (lines, tokens, list(sentences)) == (None, None, [["a", "b"], [], ["c", "\u00e9"]])
     assert not stdin.closed  # standard input is the caller's, left open
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n")))
-    with pytest.raises(CommandError, match=r"^standard input is not UTF-8 text"):
+    with pytest.raises(ValueError, match=r"^standard input is not UTF-8 text"):
         list(input_sentences("-")[2])
 
 
@@ -137,3 +139,29 @@ def test_every_flag_of_every_command_has_help_with_its_default():
             ):
                 problems.append(f"{flag}: the default {action.default!r} is not named")
     assert not problems, problems
+
+
+def _visible(written):
+    """What a terminal shows of one line written with carriage returns."""
+    screen = ""
+    for part in written.split("\r"):
+        screen = part + screen[len(part) :]
+    return screen
+
+
+def test_the_progress_bar_leaves_no_stale_characters(monkeypatch):
+    """Issue 39, point 18: a shorter drawing (rate 1000.0/s, then 20.0/s) blanks what is left
+    of the longer one (was: its last characters stayed on the line)."""
+    from elmo_keras.cli import _common
+
+    now = [0.0]
+    monkeypatch.setattr(_common, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    stream = io.StringIO()
+    stream.isatty = lambda: True
+    progress = _common.Progress(100, stream=stream)
+    now[0] = 0.01
+    progress(10)
+    now[0] = 1.0
+    progress(20)
+    shown = "[######------------------------] 20/100 sentences 20.0/s ETA 4s"
+    assert _visible(stream.getvalue()).rstrip() == shown

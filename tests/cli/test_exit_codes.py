@@ -155,3 +155,22 @@ def test_the_library_refuses_a_fifo_or_a_device_as_options_or_vocabulary(fifo):
             read(fifo)
         with pytest.raises(ValueError, match=f"^{what} /dev/zero is not a regular file \\(a dev"):
             read("/dev/zero")
+
+
+def test_text_that_is_not_utf8_is_one_rule_for_every_command(tmp_path, capsys):
+    """Issue 39, point 18: `train`, `evaluate` and `embed` refuse a file that is not UTF-8 alike:
+    one line naming the file, the byte and the line, exit 1, before any work (`train` and
+    `evaluate` replaced the bytes silently; `embed` refused them with exit 2)."""
+    text = tmp_path / "latin1.txt"
+    text.write_bytes("ok\nstill ok\ncaf\xe9 au lait\n".encode("latin-1"))
+    where = "is not UTF-8 text (invalid continuation byte at byte 15, line 3); convert it first"
+    run = tmp_path / "run"
+    commands = {
+        "train": (["--train", str(text), "--output", str(run), "--steps", "1"], "training text"),
+        "evaluate": (["--model", str(tmp_path), "--data", str(text)], "--data"),
+        "embed": (["--preset", "tiny", "--input", str(text), "--output", str(run)], "input"),
+    }
+    for command, (argv, what) in commands.items():
+        assert main([command, *argv]) == 1, command
+        assert f"{what} file {text} {where}" in _one_line(capsys, command)
+        assert not run.exists()

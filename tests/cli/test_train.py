@@ -310,3 +310,50 @@ def test_resume_picks_the_trainer_that_wrote_the_checkpoints(tmp_path, capsys):
         "JAX trainer; resume with --backend jax (or leave --backend out)"
     )
     assert len(err.splitlines()) == 1
+
+
+def test_a_resumed_run_keeps_its_log_every(bilm_tf_fixture, config_file, tmp_path, capsys):
+    """Issue 39, point 18: `--log-every` is saved with the run; a resumed run logs as often
+    (was: back to every 50 steps), and one given on resume is taken without `--override`."""
+    data = str(bilm_tf_fixture / "train" / "data.txt")
+    out = tmp_path / "run"
+    argv = ["train", "--train", data, "--config", str(config_file), "--output", str(out)]
+    assert main([*argv, "--steps", "2", "--strategy", "default", "--log-every", "1"]) == 0
+    assert "step 1: loss" in capsys.readouterr().out
+    assert main(["train", "--output", str(out), "--steps", "4", "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "step 3: loss" in printed and "step 4: loss" in printed
+    resume = ["train", "--output", str(out), "--steps", "8", "--resume", "--log-every", "3"]
+    assert main(resume) == 0
+    printed = capsys.readouterr().out
+    assert "step 6: loss" in printed and "step 5: loss" not in printed
+    assert json.loads((out / "training_config.json").read_text())["log_every"] == 3
+
+
+def test_a_small_text_trains_with_the_full_softmax(bilm_tf_fixture, config_file, tmp_path, capsys):
+    """Issue 39, point 18: more sampled-softmax candidates than words (80 here) is the full
+    softmax, said in one line (was exit 1 naming `n_negative_samples_batch`)."""
+    data = str(bilm_tf_fixture / "train" / "data.txt")
+    out = tmp_path / "run"
+    argv = ["train", "--train", data, "--config", str(config_file), "--output", str(out)]
+    assert main([*argv, "--steps", "1", "--strategy", "default", "--n-negative-samples", "80"]) == 0
+    assert "softmax: full (80 words, no more than the 80 sampled-softmax candidates asked for)" in (
+        capsys.readouterr().out.splitlines()
+    )
+    config = json.loads((out / "training_config.json").read_text())["config"]
+    assert config["n_negative_samples_batch"] == 0 and config["n_tokens_vocab"] == 80
+
+
+@pytest.mark.parametrize("content", [b"", b" \n\t\r\n\xc2\xa0\n"])
+def test_a_text_with_no_tokens_is_one_line_before_any_folder(content, tmp_path, capsys):
+    """Issue 39, point 18: an empty text, or white space only (a no-break space too), is one
+    line, exit 1, and no run folder (was a 74-line TensorFlow traceback and a half-made run)."""
+    text = tmp_path / "empty.txt"
+    text.write_bytes(content)
+    out = tmp_path / "run"
+    assert main(["train", "--train", str(text), "--output", str(out), "--steps", "1"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"elmo-keras train: error: training text: no text in {text} (empty, or white space only)"
+    )
+    assert not out.exists()

@@ -64,3 +64,20 @@ def test_a_smaller_basis_merges_the_other_words(model, train_vocab, train_text):
 def test_basis_mask_leaves_out_the_unknown_token(train_vocab):
     mask = basis_mask(train_vocab, ["<S>", "</S>", "<UNK>", train_vocab.tokens[5], "not-a-word"])
     assert np.flatnonzero(mask).tolist() == sorted([train_vocab.bos_id, train_vocab.eos_id, 5])
+
+
+def test_a_loss_above_709_reports_an_infinite_perplexity(train_vocab, train_text):
+    """A model that gives every target a loss near 10,000 nats: exp overflows a float64, so the
+    perplexity is `inf` (was an `OverflowError`, `math range error`); the token count stands."""
+    keras.utils.set_random_seed(4)
+    bad = LanguageModel(
+        BiLM(lstm_units=16, projection_dim=8, filters=[(1, 4), (2, 4)]), len(train_vocab), 8
+    )
+    bad.build()
+    # All the probability on <UNK>, which the text never holds (its vocabulary covers it).
+    bias = np.where(np.arange(len(train_vocab)) == train_vocab.unk_id, 1e4, 0.0)
+    bad.softmax_bias.assign(bias)
+    metrics = evaluate_model(bad, train_vocab, train_text, batch_size=3, unroll_steps=5)
+    assert metrics["perplexity"] == metrics["perplexity_forward"] == np.inf
+    assert metrics["perplexity_backward"] == np.inf
+    assert metrics["tokens"] == _text_counts(train_text, set())[0]

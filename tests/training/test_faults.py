@@ -312,3 +312,82 @@ def test_a_full_disk_while_training_is_one_line_naming_where_to_resume(
     monkeypatch.undo()
     assert main(_resume_argv(run)) == 0
     assert _same_model(run, reference / "run")
+
+
+def test_a_diverged_run_stops_with_one_line_and_publishes_nothing_nan(
+    reference, run_copy, tmp_path, capsys
+):
+    """Issue 39, point 5: a learning rate of 1e30 makes the loss NaN within two steps. The run
+    stops with one line (exit 1) naming the step and the checkpoint to resume from; no NaN
+    checkpoint or model file is written (the newest checkpoint stays ckpt-8, the model files
+    the reference's). A NaN checkpoint (an older version's) is refused by `snapshot` and NaN
+    model files by `export`, each in one line, exit 1, nothing written."""
+    argv = _resume_argv(run_copy, 16, "--override", "--learning-rate", "1e30")
+    assert main(argv) == 1
+    applied, line = _err_lines(capsys)  # the override's line, then the failure's
+    assert applied.startswith("resume: applied at step 8: learning_rate")
+    checkpoints = run_copy / "checkpoints"
+    assert line.startswith("elmo-keras train: error: training diverged at step ")
+    assert f"resume from {checkpoints / 'ckpt-8'} (`--resume`, output {run_copy})" in line
+    assert kept_checkpoints(checkpoints)[0] == str(checkpoints / "ckpt-8")
+    assert _same_model(run_copy, reference / "run")
+
+    from elmo_keras.training.run_folder import load_run
+    from elmo_keras.training.trainer import Trainer
+
+    saved, vocabulary = load_run(run_copy)
+    trainer = Trainer(saved["config"], vocabulary, seed=1)
+    trainer.restore(checkpoints)
+    kernel = trainer.model.softmax_kernel
+    kernel.assign(tf.tensor_scatter_nd_update(kernel, [[3, 0]], [float("nan")]))
+    trainer.step.assign(20)
+    trainer.save_checkpoint(trainer._manager(checkpoints, 5))
+    snapshot = tmp_path / "snapshot"
+    assert main(["snapshot", "--run", str(run_copy), "--output", str(snapshot)]) == 1
+    (line,) = _err_lines(capsys)
+    assert f"checkpoint {checkpoints / 'ckpt-20'}'s weights hold 1 NaN or infinite values" in line
+    assert line.endswith("(the run diverged); nothing was written")
+    assert not (snapshot / "lm_weights.hdf5").exists()
+
+    from elmo_keras.weights import save_weights
+
+    variable = trainer.bilm.weights[0]  # an older version's NaN model files, checksums right
+    variable.assign(tf.fill(variable.shape, float("inf")))
+    save_weights(trainer.bilm, run_copy / "lm_weights.hdf5")
+    export = tmp_path / "export"
+    argv = ["export", "--run-dir", str(run_copy), "--output", str(export), "--format", "savedmodel"]
+    assert main(argv) == 1
+    stage, line = _err_lines(capsys)  # "loading weights ...", then the failure
+    assert line.startswith("elmo-keras export: error: weight file ")
+    assert "NaN or infinite values (a corrupted or diverged file)" in line
+    assert not export.exists()
+
+
+def test_a_full_disk_while_writing_the_tensorboard_log_checkpoints_and_names_the_file(
+    reference, tmp_path, monkeypatch, capsys
+):
+    """Issue 39, point 13: the event file's write at step 3 fails (disk full). The run saves a
+    checkpoint of step 3 and stops with one line naming the event file and where to resume
+    (was a bare `[Errno 28]`, no checkpoint, the steps since the last one lost); resumed, it
+    ends like the uninterrupted run."""
+    from elmo_keras.training import event_file
+
+    real_event = event_file._event
+
+    def event(wall_time, step=None, **kwargs):
+        if step == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_event(wall_time, step=step, **kwargs)
+
+    monkeypatch.setattr(event_file, "_event", event)
+    run = tmp_path / "run"
+    assert main(_train_argv(reference / "tiny.json", run, STEPS, "--log-every", "1")) == 1
+    (line,) = _err_lines(capsys)
+    (log,) = (run / "logs").glob("events.out.tfevents.*")
+    assert line.startswith(f"elmo-keras train: error: could not write the TensorBoard log {log} ")
+    assert "(OSError: [Errno 28] No space left on device); the run stopped at step 3: " in line
+    checkpoints = run / "checkpoints"
+    assert line.endswith(f"resume from {checkpoints / 'ckpt-3'} (`--resume`, output {run})")
+    monkeypatch.undo()
+    assert main(_resume_argv(run)) == 0
+    assert _same_model(run, reference / "run")

@@ -277,3 +277,32 @@ def test_snapshot_of_a_jax_checkpoint_on_tensorflow(tmp_path, train_text):
     got = _published(output)
     for key, value in expected.items():
         np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def test_a_diverged_jax_run_stops_with_one_line_and_keeps_finite_checkpoints(tmp_path, train_text):
+    """Issue 39, point 5, on JAX: `train --learning-rate 1e30` (was: `loss nan` at every step,
+    exit 0, NaN files) stops with one line, exit 1; every checkpoint kept is finite and no
+    model file is written."""
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(_tiny()))
+    run = tmp_path / "run"
+    argv = ["train", "--backend", "jax", "--train", train_text, "--config", str(config)]
+    argv += ["--output", str(run), "--steps", "6", "--checkpoint-every", "1"]
+    argv += ["--strategy", "default", "--learning-rate", "1e30"]
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; from elmo_keras.cli import main; sys.exit(main())"]
+        + argv,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("elmo-keras train:")]
+    assert "(the run diverged)" in line or "training diverged at step " in line, line
+    assert not (run / "lm_weights.hdf5").exists()
+    for path in (run / "checkpoints").glob("ckpt-*.npz"):
+        with np.load(path) as arrays:
+            assert all(np.isfinite(arrays[k]).all() for k in arrays.files if k != "__names__")

@@ -115,3 +115,23 @@ def test_two_workers_equal_one_process_through_sigterm_and_resume(
         assert int(got["steps"]) == STEPS
         diff = max(float(np.max(np.abs(got[f"w{i}"] - w))) for i, w in enumerate(expected))
         assert diff < 1e-5, f"worker {index}: max weight difference {diff}"
+
+
+@pytest.mark.parametrize(
+    "value, received",
+    [
+        ("[]", "Received: TF_CONFIG='[]'"),
+        ("{cluster", "Received (not JSON): TF_CONFIG='{cluster'"),
+        ('{"cluster": ["a:1"]}', """Received: TF_CONFIG='{"cluster": ["a:1"]}'"""),
+    ],
+)
+@pytest.mark.parametrize("strategy", ["auto", "multi-worker"])
+def test_a_malformed_tf_config_is_one_line(value, received, strategy, monkeypatch):
+    """TF_CONFIG that is not a JSON object with a cluster of address lists: one line naming it
+    (`[]` was an `AttributeError` traceback)."""
+    from elmo_keras.training.distribute import make_strategy
+
+    monkeypatch.setenv("TF_CONFIG", value)
+    with pytest.raises(ValueError, match="^TF_CONFIG must be a JSON object") as caught:
+        make_strategy(strategy)
+    assert str(caught.value).endswith(received) and "\n" not in str(caught.value)

@@ -64,6 +64,7 @@ def test_training_run_defaults():
         "min_count": 1,
         "freeze_bilm_steps": 0,
         "shuffle_buffer": 0,
+        "log_every": 50,
     }
     # A resumed run may leave the files out (its saved ones).
     assert TrainingRun(None, "run", steps=3, resume=True, override=True).train_files is None
@@ -123,6 +124,7 @@ def test_run_folder_round_trip(tmp_path):
         "train_fingerprint": [{"path": "/data/a.txt", "size": 10, "sha256": "ab" * 32}],
         "vocab_sha256": "cd" * 32,
         "shuffle_buffer": 0,
+        "log_every": 5,
     }
     save_run(tmp_path, written, vocabulary)
     settings, loaded = load_run(tmp_path)
@@ -137,6 +139,7 @@ def test_run_folder_round_trip(tmp_path):
     assert settings["tokenization_mode"] == "punctuation" and settings["init_from"] is None
     assert (settings["freeze_bilm_steps"], settings["data_start_step"]) == (0, 0)
     assert settings["shuffle_buffer"] == 10000  # what such a run streamed through
+    assert settings["log_every"] == 50  # the default before it was saved
     save_run(tmp_path, {**written, "train": pathlib.Path("a.txt")}, vocabulary)  # a path too
     assert load_run(tmp_path)[0]["train"] == "a.txt"
     with pytest.raises(ValueError, match="must be the folder of an `elmo-keras train` run"):

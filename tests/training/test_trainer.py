@@ -1,9 +1,12 @@
 """Training: bilm-tf's perplexity check, replica equality, exact resume, outputs, callbacks."""
 
+import io
 import math
 import os
 import re
 import signal
+import sys
+import types
 
 import keras
 import numpy as np
@@ -329,3 +332,44 @@ def test_a_checkpoint_step_outside_the_range_is_refused(train_vocab, tiny_config
     tf.train.CheckpointManager(trainer.state.checkpoint, str(tmp_path), 1).save(3)
     with pytest.raises(ValueError, match=rf"ckpt-3 holds step {step}; a checkpoint's step is"):
         Trainer(tiny_config, train_vocab, seed=5).restore(tmp_path)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_on_a_terminal_the_log_lines_and_the_progress_bar_both_show(
+    train_text, train_vocab, tiny_config, monkeypatch
+):
+    """Issue 39, point 18: with the bar on, every `log_every` line is printed too (the bar's
+    line is cleared first, and the bar drawn again below it); was the bar alone."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    trainer = Trainer(tiny_config, train_vocab, seed=3)
+    trainer.fit(train_text, steps=4, log_every=2)
+    printed = terminal.getvalue()
+    assert "\r\x1b[Kstep 2: loss " in printed and "\r\x1b[Kstep 4: loss " in printed
+    assert "4/4" in printed and "loss:" in printed  # the bar, with its running loss
+
+
+def test_the_time_budget_counts_from_the_end_of_the_first_step(
+    train_text, train_vocab, tiny_config, monkeypatch
+):
+    """Issue 39, point 18: compiling the step (here a first step that takes 100 s of a fake
+    clock) does not count against the time budget (was: 1 step, then "time"); the budget
+    still ends the run once 10 s of training have passed."""
+    from elmo_keras.training import stopping
+
+    clock = [0.0]
+    monkeypatch.setattr(stopping, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    trainer = Trainer(tiny_config, train_vocab, seed=3)
+    run_step = trainer._run_step
+
+    def step(batch, requests):
+        clock[0] += {0: 100.0, 2: 11.0}.get(trainer.global_step, 0.0)
+        return run_step(batch, requests)
+
+    trainer._run_step = step
+    result = trainer.fit(train_text, steps=10, time_budget_s=10, log_every=10**6)
+    assert (result["steps"], result["stopped"]) == (3, "time")
