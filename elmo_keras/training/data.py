@@ -110,7 +110,7 @@ def tokenize_lines(lines, tokenization_mode="whitespace", **kwargs):
 def _scan_lines(f):
     """`(offset, bytes)` of each line of the binary file `f` that holds more than ASCII white
     space, in order; `(offset, None)` for a line longer than `_LONG_LINE_BYTES`, which is not
-    held (the scan skips to its end). A line ends at `\n`, `\r\n` or a lone `\r`, as in
+    held (the scan skips to its end). A line ends at `\\n`, `\\r\\n` or a lone `\\r`, as in
     Python's text mode; the line's bytes exclude its end."""
     buffer, base, skipping = b"", 0, False  # `base`: the file offset of `buffer[0]`
     while True:
@@ -224,11 +224,25 @@ def count_tokens(pattern, tokenization_mode="whitespace", **kwargs):
 
 def _line_offsets(path):
     """The byte offsets of the lines of `path` that hold more than white space (int64). A line
-    ends at `\n`, `\r\n` or a lone `\r`, as in Python's text mode (`_scan_lines`)."""
+    ends at `\\n`, `\\r\\n` or a lone `\\r`, as in Python's text mode. (A long line is held as
+    bytes here for a moment, once per index: this loop is several times faster than
+    `_scan_lines` on ordinary text.)"""
     offsets = array.array("q")  # 8 bytes a line while it grows, too
+    position = 0
     with open(path, "rb") as f:
-        for offset, _ in _scan_lines(f):
-            offsets.append(offset)
+        for piece in f:  # up to and with a newline byte: a CR LF pair is never split
+            if b"\r" not in piece:
+                if piece.strip():
+                    offsets.append(position)
+            else:
+                start = 0
+                for end in _LINE_END.finditer(piece):
+                    if piece[start : end.start()].strip():
+                        offsets.append(position + start)
+                    start = end.end()
+                if piece[start:].strip():
+                    offsets.append(position + start)
+            position += len(piece)
     return np.frombuffer(offsets, dtype=np.int64) if offsets else np.zeros(0, np.int64)
 
 
