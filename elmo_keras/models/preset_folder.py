@@ -28,7 +28,9 @@ import pathlib
 import types
 
 import keras
+import numpy as np
 
+from elmo_keras import efml
 from elmo_keras.files import atomic_directory, write_datasets, write_text
 from elmo_keras.options import write_options
 from elmo_keras.presets import (
@@ -162,6 +164,8 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     """`cls.from_preset`: a saved preset folder's biLM (its own config, `kwargs` overriding
     it), else the named preset's or the model folder's `options.json` and hdf5 file."""
     config = read_config(preset)
+    if config is None and efml.is_efml_folder(preset):
+        return load_efml_folder(cls, preset, check_finite, **kwargs)
     if config is None:
         options, weights = resolve_preset(preset, cache_dir=cache_dir, progress=progress)
         return cls.from_bilm_tf(options, weights, check_finite=check_finite, **kwargs)
@@ -172,6 +176,25 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     if not isinstance(bilm, cls):
         raise ValueError(f"`preset` {str(preset)!r} holds a {type(bilm).__name__}, not a {cls}")
     return load_weights(bilm, find_model_files(preset)[1], check_finite=check_finite)
+
+
+def load_efml_folder(cls, folder, check_finite=True, **kwargs):
+    """An ELMoForManyLangs model folder as a `cls` (`elmo_keras.efml`), `kwargs` overriding
+    its architecture; a tensor of the wrong shape or not finite is one `ValueError` line."""
+    efml_kwargs, arrays = efml.read_folder(folder)
+    bilm = cls(**{**efml_kwargs, **kwargs})
+    bilm.build()
+    for name, shape in bilm.weight_shapes().items():
+        found = arrays[name].shape
+        if found != shape:
+            raise ValueError(
+                f"{folder}: tensor {name!r} (in bilm-tf's names) has shape {found}; its config "
+                f"and dictionaries make it {shape}"
+            )
+        if check_finite and not np.all(np.isfinite(arrays[name])):
+            raise ValueError(f"{folder}: tensor {name!r} holds NaN or infinite values")
+    bilm.set_weight_arrays(arrays)
+    return bilm
 
 
 @contextlib.contextmanager
