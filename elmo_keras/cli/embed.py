@@ -29,8 +29,9 @@ def add_parser(subparsers):
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL (Keras backend)")
     parser.add_argument(
         "--model",
-        help="a training output folder (Keras backend) or an .onnx file (ONNX backend; a path "
-        "ending in .onnx selects it without --backend onnx)",
+        help="a training output folder, a save_to_preset folder or an ELMoForManyLangs model "
+        "folder (Keras backend), or an .onnx file (ONNX backend; a path ending in .onnx "
+        "selects it without --backend onnx)",
     )
     parser.add_argument(
         "--preset",
@@ -166,12 +167,19 @@ def make_embedder(args):
             if named_a_file:  # a file ONNX Runtime cannot read: a failure (exit code 1)
                 raise
             raise CommandError(f"--model: {error}") from None  # missing, or a folder
-    options, weights = resolve_model_files(args)  # any download happens before Keras loads
+    from elmo_keras.efml import is_efml_folder
+
+    efml = bool(args.model) and is_efml_folder(args.model)  # ELMoForManyLangs' folder
+    if not efml:
+        options, weights = resolve_model_files(args)  # any download before Keras loads
     select_keras_backend(args.backend)
     from elmo_keras.models import BiLM
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
-    bilm = BiLM.from_bilm_tf(options, weights)
+    if efml or args.model:  # a preset folder's config.json (its dictionaries) wins
+        bilm = BiLM.from_preset(args.model)
+    else:
+        bilm = BiLM.from_bilm_tf(options, weights)
     return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
 
 
