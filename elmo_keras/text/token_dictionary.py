@@ -13,7 +13,8 @@ this class wherever text becomes ids):
   in the char CNN's max-pool.
 - The sentence boundaries are the tokens `<bos>` and `<eos>`, with their own character rows
   `[<eow>, <bos>, <bow>, <pad>, ...]` and their own word ids. A literal `<bos>` or `<eos>` token
-  in a sentence gets the same rows (EFML does so, and its published vectors were made so).
+  in a sentence gets the same rows when the cut leaves it whole (EFML does so, and its
+  published vectors were made so).
 
 As in the byte convention, each character id is the dictionary's id plus one, so that a row
 starting with 0 is a padding token. With a word dictionary, each row has one more column, the
@@ -70,10 +71,10 @@ class TokenDictionary:
         self.width = self.max_characters_per_token + (self.words is not None)
         self._cache = {}
 
-    def _row(self, token):
+    def _row(self, token, cut=True):
         chars = self._chars
-        width = self.max_characters_per_token
-        token = token[: width - 2]
+        if cut:  # the sentence boundaries themselves are never cut (EFML adds them after)
+            token = token[: self.max_characters_per_token - 2]
         row = np.full((self.width,), chars["<pad>"] + 1, np.int32)
         inner = [token] if token in _BOUNDARIES else token
         oov = chars["<oov>"]
@@ -102,7 +103,7 @@ class TokenDictionary:
 
     def boundary_ids(self):
         """int32 `[2, width]`: the rows of the sentence boundaries `<bos>` and `<eos>`."""
-        return np.stack([self.token_ids(t) for t in _BOUNDARIES])
+        return np.stack([self._row(t, cut=False) for t in _BOUNDARIES])
 
     def batch_ids(self, sentences, max_length=None):
         """Right-padded int32 `[len(sentences), T, width]` (padding all zeros), no boundaries."""
