@@ -93,3 +93,13 @@ def test_elmo_embedding_default_mix_is_efml_average(efml_model, efml_fixture, se
     mixed = keras.ops.convert_to_numpy(mixed)
     got = [mixed[row, : len(sentences[i])] for row, i in enumerate(indices)]
     assert worst(got, [expected["average"][i] for i in indices]) < ATOL
+
+
+def test_save_to_preset_converts_once_without_pickles(efml_model, tmp_path, sentences):
+    _, bilm, expected = efml_model
+    folder = bilm.save_to_preset(tmp_path / "converted")
+    assert not list(folder.glob("*.pkl")) and not list(folder.glob("*.dic"))
+    loaded = BiLM.from_preset(folder)
+    assert loaded.char_vocabulary == bilm.char_vocabulary
+    got = BiLMEmbedder(loaded).embed(sentences)
+    assert worst(got, [expected["all_layers"][i] for i in range(len(sentences))]) < ATOL
