@@ -206,10 +206,11 @@ def weight_arrays(token_embedder, encoder, kwargs, source="the EFML folder"):
     return arrays
 
 
-def read_folder(folder):
-    """An EFML folder as `(BiLM keyword arguments, {bilm-tf dataset name: array})`."""
+def read_folder(folder, network=None):
+    """An EFML folder as `(BiLM keyword arguments, {bilm-tf dataset name: array})`; `network`
+    (a pinned network config) replaces the one the folder names."""
     folder = pathlib.Path(folder)
-    network = network_config(folder)
+    network = network or network_config(folder)
     _check_network(network, str(folder))
     characters = read_dictionary(folder / "char.dic")
     words = None

@@ -168,16 +168,19 @@ def make_embedder(args):
                 raise
             raise CommandError(f"--model: {error}") from None  # missing, or a folder
     from elmo_keras.efml import is_efml_folder
+    from elmo_keras.presets import efml_preset, resolve_efml_preset
 
-    efml = bool(args.model) and is_efml_folder(args.model)  # ELMoForManyLangs' folder
-    if not efml:
+    efml_name = args.preset if efml_preset(args.preset) and not args.model else None
+    if efml_name:  # an ELMoForManyLangs language: downloaded before Keras loads
+        resolve_efml_preset(efml_name)
+    elif not (args.model and is_efml_folder(args.model)):
         options, weights = resolve_model_files(args)  # any download before Keras loads
     select_keras_backend(args.backend)
     from elmo_keras.models import BiLM
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
-    if efml or args.model:  # a preset folder's config.json (its dictionaries) wins
-        bilm = BiLM.from_preset(args.model)
+    if efml_name or args.model:  # a folder's config.json (its dictionaries) wins
+        bilm = BiLM.from_preset(efml_name or args.model)
     else:
         bilm = BiLM.from_bilm_tf(options, weights)
     return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)

@@ -37,7 +37,9 @@ from elmo_keras.presets import (
     OPTIONS_FILE,
     PRESETS,
     describe_presets,
+    efml_preset,
     find_model_files,
+    resolve_efml_preset,
     resolve_preset,
 )
 from elmo_keras.weights import load_weights, read_weight_arrays, save_weights
@@ -164,6 +166,10 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     """`cls.from_preset`: a saved preset folder's biLM (its own config, `kwargs` overriding
     it), else the named preset's or the model folder's `options.json` and hdf5 file."""
     config = read_config(preset)
+    if efml_preset(preset):  # a published language: its pinned network, supplied
+        folder = resolve_efml_preset(preset, cache_dir=cache_dir, progress=progress)
+        network = efml_preset(preset)["network"]
+        return load_efml_folder(cls, folder, check_finite, network=network, **kwargs)
     if config is None and efml.is_efml_folder(preset):
         return load_efml_folder(cls, preset, check_finite, **kwargs)
     if config is None:
@@ -178,10 +184,11 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     return load_weights(bilm, find_model_files(preset)[1], check_finite=check_finite)
 
 
-def load_efml_folder(cls, folder, check_finite=True, **kwargs):
+def load_efml_folder(cls, folder, check_finite=True, network=None, **kwargs):
     """An ELMoForManyLangs model folder as a `cls` (`elmo_keras.efml`), `kwargs` overriding
-    its architecture; a tensor of the wrong shape or not finite is one `ValueError` line."""
-    efml_kwargs, arrays = efml.read_folder(folder)
+    its architecture (`network`, a pinned network config, replaces the folder's); a tensor of
+    the wrong shape or not finite is one `ValueError` line."""
+    efml_kwargs, arrays = efml.read_folder(folder, network=network)
     bilm = cls(**{**efml_kwargs, **kwargs})
     bilm.build()
     for name, shape in bilm.weight_shapes().items():
