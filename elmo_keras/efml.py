@@ -206,6 +206,20 @@ def weight_arrays(token_embedder, encoder, kwargs, source="the EFML folder"):
     return arrays
 
 
+def text_settings(folder, network=None):
+    """What turns text into ids for an EFML folder's model: `max_characters_per_token`,
+    `char_vocabulary`, `word_vocabulary` (as `BiLM` and `ElmoPreprocessor` take them)."""
+    folder = pathlib.Path(folder)
+    network = network or network_config(folder)
+    embedder = network["token_embedder"]
+    words = read_dictionary(folder / "word.dic") if embedder.get("word_dim") else None
+    return {
+        "max_characters_per_token": int(embedder["max_characters_per_token"]),
+        "char_vocabulary": read_dictionary(folder / "char.dic"),
+        "word_vocabulary": words,
+    }
+
+
 def read_folder(folder, network=None):
     """An EFML folder as `(BiLM keyword arguments, {bilm-tf dataset name: array})`; `network`
     (a pinned network config) replaces the one the folder names."""

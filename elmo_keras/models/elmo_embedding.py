@@ -234,13 +234,15 @@ class ElmoEmbedding(keras.layers.Layer):
 
     def __call__(self, inputs, *args, **kwargs):
         if self.input_type == "char_ids":
-            refuse_text(inputs, self.bilm.max_characters_per_token)  # before Keras' checks
+            refuse_text(inputs, self.bilm.char_cnn.input_width)  # before Keras' checks
         return super().__call__(inputs, *args, **kwargs)
 
     def to_char_ids(self, inputs):
         """The layer's input, whatever its type, as character ids `[B, T, C]` (int32)."""
-        width = self.bilm.max_characters_per_token
-        return inputs_to_char_ids(inputs, self.input_type, self.tokenization_mode, width)
+        width, dictionary = self.bilm.char_cnn.input_width, self.bilm.token_dictionary
+        return inputs_to_char_ids(
+            inputs, self.input_type, self.tokenization_mode, width, dictionary
+        )
 
     def call(self, inputs, training=None):
         bilm_training = training if self.trainable_bilm else False

@@ -141,10 +141,13 @@ def cached_word_inputs(inputs, word_vectors):
     return {"token_vectors": vectors, "token_index": ops.where(ids > 0, ids, -1)}
 
 
-def inputs_to_char_ids(inputs, input_type, tokenization_mode, width):
-    """`ElmoEmbedding`'s input of `input_type` -> character ids `[B, T, width]` (int32)."""
+def inputs_to_char_ids(inputs, input_type, tokenization_mode, width, dictionary=None):
+    """`ElmoEmbedding`'s input of `input_type` -> character ids `[B, T, width]` (int32);
+    strings through the biLM's own `dictionary` when it has one."""
     if input_type != "char_ids":
-        return strings_to_char_ids(inputs, input_type, tokenization_mode, width)
+        return strings_to_char_ids(
+            inputs, input_type, tokenization_mode, width, dictionary=dictionary
+        )
     refuse_text(inputs, width)
     char_ids = ops.cast(inputs, "int32")
     if len(char_ids.shape) != 3:
@@ -197,10 +200,13 @@ def refuse_text(inputs, width):
         )
 
 
-def strings_to_char_ids(inputs, input_type, tokenization_mode, width, owner="ElmoEmbedding"):
+def strings_to_char_ids(
+    inputs, input_type, tokenization_mode, width, owner="ElmoEmbedding", dictionary=None
+):
     """String inputs (`input_type` `"tokens"`, `[batch, tokens]` padded with `""`, or
     `"sentences"`, `[batch]`) -> character ids `[B, T, width]`, with TensorFlow's string ops
-    (in a graph and in `tf.data` too). `owner` names the layer in errors."""
+    (in a graph and in `tf.data` too). `owner` names the layer in errors; `dictionary` (a
+    `TokenDictionary`) replaces the bytes."""
     import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
 
     from elmo_keras.text import tf_char_ids  # noqa: PLC0415
@@ -216,11 +222,12 @@ def strings_to_char_ids(inputs, input_type, tokenization_mode, width, owner="Elm
         )
     if rank == 2:
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, ""), tf.int32), axis=1)
-        return tf_char_ids.dense_tokens_to_char_ids(tokens, lengths, width)
-    return tf_char_ids.tokens_to_char_ids(tokenize(tokens, mode=tokenization_mode), width)
+        return tf_char_ids.dense_tokens_to_char_ids(tokens, lengths, width, dictionary)
+    tokens = tokenize(tokens, mode=tokenization_mode)
+    return tf_char_ids.tokens_to_char_ids(tokens, width, dictionary=dictionary)
 
 
-def strings_to_char_ids_numpy(inputs, input_type, tokenization_mode, width):
+def strings_to_char_ids_numpy(inputs, input_type, tokenization_mode, width, dictionary=None):
     """The same ids with NumPy and Python alone (no TensorFlow): for the other backends.
     `inputs`: a NumPy array or (nested) list of str or UTF-8 bytes."""
     from elmo_keras.text import batch_to_char_ids, tokenize_python  # noqa: PLC0415
@@ -240,6 +247,8 @@ def strings_to_char_ids_numpy(inputs, input_type, tokenization_mode, width):
         sentences = [[text(t) for t in row if text(t)] for row in rows]
     else:
         sentences = [tokenize_python(text(row), tokenization_mode) for row in rows]
+    if dictionary is not None:
+        return dictionary.batch_ids(sentences)
     return batch_to_char_ids(sentences, max_characters_per_token=width)
 
 

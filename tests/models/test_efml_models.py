@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from elmo_keras.models import BiLM, ElmoEmbedding
+from elmo_keras.models import BiLM, ElmoEmbedding, ElmoPreprocessor
 from elmo_keras.models.bilm_embedder import BiLMEmbedder
 from elmo_keras.models.bilm_vocabulary import batch_ids
 
@@ -103,3 +103,27 @@ def test_save_to_preset_converts_once_without_pickles(efml_model, tmp_path, sent
     assert loaded.char_vocabulary == bilm.char_vocabulary
     got = BiLMEmbedder(loaded).embed(sentences)
     assert worst(got, [expected["all_layers"][i] for i in range(len(sentences))]) < ATOL
+
+
+def test_text_becomes_ids_through_the_model_dictionary(
+    efml_model, efml_fixture, sentences, tmp_path
+):
+    # ElmoPreprocessor (TensorFlow's string ops, or NumPy on another backend), and on
+    # TensorFlow ElmoEmbedding(input_type="tokens") in one graph, give EFML's numbers.
+    name, bilm, expected = efml_model
+    chosen = [i for i, s in enumerate(sentences) if s and all(s)]  # "" pads "tokens" input
+    longest = max(len(sentences[i]) for i in chosen)
+    tokens = np.array([sentences[i] + [""] * (longest - len(sentences[i])) for i in chosen])
+    preprocessor = ElmoPreprocessor.from_preset(efml_fixture / name, input_type="tokens")
+    ids = keras.ops.convert_to_numpy(preprocessor(tokens))
+    np.testing.assert_array_equal(ids, batch_ids(bilm, [sentences[i] for i in chosen]))
+    converted = bilm.save_to_preset(tmp_path / "converted")
+    again = ElmoPreprocessor.from_preset(converted, input_type="tokens")
+    assert again.dictionary.width == preprocessor.dictionary.width
+    assert again.get_config() == {**preprocessor.get_config(), "name": again.name}
+    if keras.config.backend() != "tensorflow":
+        return
+    layer = ElmoEmbedding.from_preset(efml_fixture / name, input_type="tokens", dropout=0.0)
+    mixed = keras.ops.convert_to_numpy(layer(tokens))
+    got = [mixed[row, : len(sentences[i])] for row, i in enumerate(chosen)]
+    assert worst(got, [expected["average"][i] for i in chosen]) < ATOL
