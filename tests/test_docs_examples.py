@@ -26,6 +26,8 @@ NEEDS = {
     "/tmp/embeddings": "reads Beam shards a shell command writes (tests/beam/test_records.py)",
     "/tmp/token_embeddings.hdf5": "reads what `dump-token-embeddings` writes "
     "(tests/cli/test_dump_token_embeddings.py)",
+    '"efml_chinese"': "downloads an ELMoForManyLangs model (tests/test_efml_presets.py: a "
+    "language through a loopback mirror; tests/models/test_efml_models.py: the numbers)",
 }
 
 
