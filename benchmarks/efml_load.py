@@ -68,8 +68,12 @@ def main():
             common.table_header(["load from", "folder MB", "best s", "all rounds s"]),
             *(
                 common.table_row(
-                    [name, f"{sizes[name]:.0f}", f"{best[name]:.2f}",
-                     " ".join(f"{t:.2f}" for t in times[name])]
+                    [
+                        name,
+                        f"{sizes[name]:.0f}",
+                        f"{best[name]:.2f}",
+                        " ".join(f"{t:.2f}" for t in times[name]),
+                    ]
                 )
                 for name in times
             ),

@@ -194,7 +194,9 @@ def _encoder_arrays(state, kwargs, source):
                 ]
             )
             arrays[f"{prefix}/W_0"] = _reorder_gates(kernel)
-            arrays[f"{prefix}/B"] = _reorder_gates(_get(state, f"{key}.state_linearity.bias", source))
+            arrays[f"{prefix}/B"] = _reorder_gates(
+                _get(state, f"{key}.state_linearity.bias", source)
+            )
             arrays[f"{prefix}/W_P_0"] = _get(state, f"{key}.state_projection.weight", source).T
     return arrays
 

@@ -3,9 +3,9 @@
 Each language is one zip on the NLPL vectors repository (EFML's README, HIT-SCIR/
 ELMoForManyLangs at b3de5f1), fetched once into the cache (`elmo_keras.download.cached_path`;
 `$ELMO_KERAS_MIRROR` replaces the base URL as for AllenNLP's models: the same relative paths,
-`11/<id>.zip`) and unpacked once into the cache's `unpacked/` folder. Only the model's own files are taken from the
-archive (`config.json`, the dictionaries, the two `.pkl` files, a network config), from the one
-folder that holds `encoder.pkl`, never by a path that leaves it.
+`11/<id>.zip`) and unpacked once into the cache's `unpacked/` folder. Only the model's own
+files are taken from the archive (`config.json`, the dictionaries, the two `.pkl` files, a
+network config), from the one folder that holds `encoder.pkl`, never by a path that leaves it.
 
 The architecture is pinned: every published model is EFML's bundled network
 (`elmo_keras.efml.PUBLISHED_NETWORK`), which most archives do not hold and which is supplied
@@ -30,21 +30,50 @@ TRAINED_ON = (
 )
 # language name -> the zip's path under NLPL_URL (PUBLISHED.md of the EFML fixture).
 LANGUAGES = {
-    "Arabic": "11/136.zip", "Bulgarian": "11/137.zip", "Catalan": "11/138.zip",
-    "Czech": "11/139.zip", "Old Church Slavonic": "11/140.zip", "Danish": "11/141.zip",
-    "German": "11/142.zip", "Greek": "11/143.zip", "English": "11/144.zip",
-    "Spanish": "11/145.zip", "Estonian": "11/146.zip", "Basque": "11/147.zip",
-    "Persian": "11/148.zip", "Finnish": "11/149.zip", "French": "11/150.zip",
-    "Irish": "11/151.zip", "Galician": "11/152.zip", "Ancient Greek": "11/153.zip",
-    "Hebrew": "11/154.zip", "Hindi": "11/155.zip", "Croatian": "11/156.zip",
-    "Hungarian": "11/157.zip", "Indonesian": "11/158.zip", "Italian": "11/159.zip",
-    "Japanese": "11/160.zip", "Korean": "11/161.zip", "Latin": "11/162.zip",
-    "Latvian": "11/163.zip", "Norwegian Bokmål": "11/165.zip", "Dutch": "11/164.zip",
-    "Norwegian Nynorsk": "11/166.zip", "Polish": "11/167.zip", "Portuguese": "11/168.zip",
-    "Romanian": "11/169.zip", "Russian": "11/170.zip", "Slovak": "11/171.zip",
-    "Slovene": "11/172.zip", "Swedish": "11/173.zip", "Turkish": "11/174.zip",
-    "Uyghur": "11/175.zip", "Ukrainian": "11/176.zip", "Urdu": "11/177.zip",
-    "Vietnamese": "11/178.zip", "Chinese": "11/179.zip",
+    "Arabic": "11/136.zip",
+    "Bulgarian": "11/137.zip",
+    "Catalan": "11/138.zip",
+    "Czech": "11/139.zip",
+    "Old Church Slavonic": "11/140.zip",
+    "Danish": "11/141.zip",
+    "German": "11/142.zip",
+    "Greek": "11/143.zip",
+    "English": "11/144.zip",
+    "Spanish": "11/145.zip",
+    "Estonian": "11/146.zip",
+    "Basque": "11/147.zip",
+    "Persian": "11/148.zip",
+    "Finnish": "11/149.zip",
+    "French": "11/150.zip",
+    "Irish": "11/151.zip",
+    "Galician": "11/152.zip",
+    "Ancient Greek": "11/153.zip",
+    "Hebrew": "11/154.zip",
+    "Hindi": "11/155.zip",
+    "Croatian": "11/156.zip",
+    "Hungarian": "11/157.zip",
+    "Indonesian": "11/158.zip",
+    "Italian": "11/159.zip",
+    "Japanese": "11/160.zip",
+    "Korean": "11/161.zip",
+    "Latin": "11/162.zip",
+    "Latvian": "11/163.zip",
+    "Norwegian Bokmål": "11/165.zip",
+    "Dutch": "11/164.zip",
+    "Norwegian Nynorsk": "11/166.zip",
+    "Polish": "11/167.zip",
+    "Portuguese": "11/168.zip",
+    "Romanian": "11/169.zip",
+    "Russian": "11/170.zip",
+    "Slovak": "11/171.zip",
+    "Slovene": "11/172.zip",
+    "Swedish": "11/173.zip",
+    "Turkish": "11/174.zip",
+    "Uyghur": "11/175.zip",
+    "Ukrainian": "11/176.zip",
+    "Urdu": "11/177.zip",
+    "Vietnamese": "11/178.zip",
+    "Chinese": "11/179.zip",
 }
 _MODEL_FILES = ("config.json", "char.dic", "word.dic", *WEIGHT_FILES)
 # The numbers that make an EFML network: (section, key).

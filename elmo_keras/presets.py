@@ -19,6 +19,7 @@ import pathlib
 
 from elmo_keras import efml_presets
 from elmo_keras.download import URL_SCHEME, DownloadError, cached_path, default_cache_dir
+from elmo_keras.efml import is_efml_folder
 from elmo_keras.options import read_options
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
@@ -124,6 +125,11 @@ def efml_preset(preset):
     """The entry of an ELMoForManyLangs preset name (`efml_chinese`, ...), or `None`."""
     name = _preset_name(preset)
     return PRESETS[name] if name and "efml" in PRESETS[name] else None
+
+
+def is_efml_model(preset):
+    """Whether `preset` is an ELMoForManyLangs preset name or model folder."""
+    return bool(efml_preset(preset)) or is_efml_folder(preset)
 
 
 def resolve_efml_preset(preset, cache_dir=None, progress=True):
@@ -256,7 +262,8 @@ def _preset_name(preset):
 
 
 def _unknown(preset):
-    names = ", ".join(repr(name) for name in PRESETS)
+    names = ", ".join(repr(name) for name in PRESETS if not efml_preset(name))
+    names += ", 'efml_<language>' (ELMoForManyLangs' 44 languages: `elmo-keras presets`)"
     if isinstance(preset, str) and URL_SCHEME.match(preset):
         scheme = preset.partition("://")[0]
         return (

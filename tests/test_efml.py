@@ -13,11 +13,23 @@ from tests.efml_writer import efml_state_dicts, write_efml_folder
 CHARS = ["<bos>", "<eos>", "<oov>", "<pad>", "<bow>", "<eow>", "a", "b", "é"]
 WORDS = ["<oov>", "<bos>", "<eos>", "<pad>", "ab"]
 SMALL = {
-    "encoder": {"name": "elmo", "projection_dim": 4, "cell_clip": 3, "proj_clip": 3, "dim": 8,
-                "n_layers": 2},
-    "token_embedder": {"name": "cnn", "activation": "relu", "filters": [[1, 2], [2, 3]],
-                       "n_highway": 1, "word_dim": 3, "char_dim": 5,
-                       "max_characters_per_token": 6},
+    "encoder": {
+        "name": "elmo",
+        "projection_dim": 4,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "dim": 8,
+        "n_layers": 2,
+    },
+    "token_embedder": {
+        "name": "cnn",
+        "activation": "relu",
+        "filters": [[1, 2], [2, 3]],
+        "n_highway": 1,
+        "word_dim": 3,
+        "char_dim": 5,
+        "max_characters_per_token": 6,
+    },
 }
 
 
@@ -76,12 +88,16 @@ def test_weight_mapping_of_a_written_folder(tmp_path):
     np.testing.assert_array_equal(arrays["CNN_high_0/W_carry"], -gate.T)
     np.testing.assert_array_equal(arrays["word_embed"], token["word_emb_layer.embedding.weight"])
     kernel = np.concatenate(
-        [lstm["backward_layer_1.input_linearity.weight"].T,
-         lstm["backward_layer_1.state_linearity.weight"].T]
+        [
+            lstm["backward_layer_1.input_linearity.weight"].T,
+            lstm["backward_layer_1.state_linearity.weight"].T,
+        ]
     )
     blocks = np.split(kernel, 4, axis=1)  # i, f, g, o -> bilm-tf's i, j(g), f, o
     w0 = arrays["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"]
-    np.testing.assert_array_equal(w0, np.concatenate([blocks[0], blocks[2], blocks[1], blocks[3]], 1))
+    np.testing.assert_array_equal(
+        w0, np.concatenate([blocks[0], blocks[2], blocks[1], blocks[3]], 1)
+    )
 
 
 def test_other_efml_networks_are_one_line(tmp_path):

@@ -27,7 +27,6 @@ when the backend is TensorFlow: on another backend the layers and models import 
 import keras
 import tensorflow as tf
 
-
 # The char CNN runs over the distinct tokens at most this many at a time, so that a very long
 # input never holds every token's convolution activations at once. 256 rather than 1024 keeps
 # a chunk's widest activations (~45 MB) nearer the cache: exports with 64, 128, 256 and 1024

@@ -11,8 +11,8 @@ from elmo_keras.models.elmo_inputs import strings_to_char_ids, strings_to_char_i
 from elmo_keras.options import options_to_bilm_kwargs, read_options
 from elmo_keras.presets import efml_preset, preset_sources, resolve_efml_preset, resolve_preset
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN
-from elmo_keras.text.token_dictionary import TokenDictionary
 from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
+from elmo_keras.text.token_dictionary import TokenDictionary
 from elmo_keras.validation import check_choice, check_int
 
 PREPROCESSOR_INPUT_TYPES = ("sentences", "tokens")

@@ -39,7 +39,9 @@ def _word_table(dictionary):
 
 def _sorted_lookup(keys, values, queries, default):
     position = tf.minimum(tf.searchsorted(keys, queries), tf.shape(keys)[0] - 1)
-    return position, tf.where(tf.gather(keys, position) == queries, tf.gather(values, position), default)
+    return position, tf.where(
+        tf.gather(keys, position) == queries, tf.gather(values, position), default
+    )
 
 
 def _word_ids(dictionary, cut):
@@ -67,7 +69,9 @@ def flat_tokens_to_ids(tokens, dictionary):
     first = tf.where(is_bos, chars["<bos>"] + 1, tf.where(is_eos, chars["<eos>"] + 1, inner[:, 0]))
     is_marker = tf.logical_or(is_bos, is_eos)
     n = tf.where(is_marker, 1, n)
-    inner = tf.concat([first[:, None], tf.where(is_marker[:, None], chars["<pad>"] + 1, inner[:, 1:])], 1)
+    inner = tf.concat(
+        [first[:, None], tf.where(is_marker[:, None], chars["<pad>"] + 1, inner[:, 1:])], 1
+    )
     column = tf.ones_like(n)[:, None]
     rows = tf.concat([column * (chars["<eow>"] + 1), inner, column * (chars["<pad>"] + 1)], 1)
     position = tf.range(width, dtype=tf.int32)[None, :]

@@ -28,7 +28,10 @@ def test_embed_an_efml_folder(tmp_path, efml_fixture, layers, group):
     argv = ["embed", "--model", str(model), "--input", str(source), "--output", str(output)]
     argv += ["--tokenization-mode", "whitespace", "--layers", layers, "--batch-size", "7"]
     assert main(argv) == 0
-    with h5py.File(output, "r") as got, h5py.File(efml_fixture / "cnn_elmo_words.expected.h5") as h5:
+    with (
+        h5py.File(output, "r") as got,
+        h5py.File(efml_fixture / "cnn_elmo_words.expected.h5") as h5,
+    ):
         for line, i in enumerate(chosen):
             np.testing.assert_allclose(got[str(line)][()], h5[group][f"{i:03d}"][()], atol=ATOL)
     assert len(chosen) > 20
