@@ -212,7 +212,8 @@ class ElmoEmbedding(keras.layers.Layer):
         self.built = True
 
     def _cache_initializer(self, shape, dtype=None):
-        return ops.cast(cached_word_vectors(self.bilm.char_cnn, self.vocab_to_cache), dtype)
+        vectors = cached_word_vectors(self.bilm.char_cnn, self.vocab_to_cache, self.bilm)
+        return ops.cast(vectors, dtype)
 
     def build_from_config(self, config):
         # Deserializing: the cache is among the saved weights.
@@ -239,10 +240,7 @@ class ElmoEmbedding(keras.layers.Layer):
 
     def to_char_ids(self, inputs):
         """The layer's input, whatever its type, as character ids `[B, T, C]` (int32)."""
-        width, dictionary = self.bilm.char_cnn.input_width, self.bilm.token_dictionary
-        return inputs_to_char_ids(
-            inputs, self.input_type, self.tokenization_mode, width, dictionary
-        )
+        return inputs_to_char_ids(inputs, self.input_type, self.tokenization_mode, self.bilm)
 
     def call(self, inputs, training=None):
         bilm_training = training if self.trainable_bilm else False

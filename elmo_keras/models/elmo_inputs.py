@@ -76,16 +76,21 @@ def word_index(vocab_to_cache):
     return index
 
 
-def cached_word_vectors(char_cnn, words):
+def cached_word_vectors(char_cnn, words, bilm=None):
     """The char CNN's output `[len(words), projection_dim]` (NumPy) for each word, computed
     `CACHE_CHUNK` words at a time; eagerly, also when the layer is built inside a
-    `tf.function` (Keras builds a layer on its first call, which `predict` traces)."""
+    `tf.function` (Keras builds a layer on its first call, which `predict` traces). The ids
+    are `bilm`'s own dictionary's when it has one (`BiLM.token_dictionary`), else bytes."""
     width = char_cnn.max_characters_per_token
+    dictionary = None if bilm is None else bilm.token_dictionary
     chunks = []
     with _eager_scope():
         for start in range(0, len(words), CACHE_CHUNK):
             chunk = words[start : start + CACHE_CHUNK]
-            ids = np.stack([token_to_char_ids(w, width) for w in chunk])
+            if dictionary is not None:
+                ids = np.stack([dictionary.token_ids(w) for w in chunk])
+            else:
+                ids = np.stack([token_to_char_ids(w, width) for w in chunk])
             chunks.append(ops.convert_to_numpy(char_cnn(ids)))
     return np.concatenate(chunks, axis=0)
 
@@ -141,9 +146,10 @@ def cached_word_inputs(inputs, word_vectors):
     return {"token_vectors": vectors, "token_index": ops.where(ids > 0, ids, -1)}
 
 
-def inputs_to_char_ids(inputs, input_type, tokenization_mode, width, dictionary=None):
-    """`ElmoEmbedding`'s input of `input_type` -> character ids `[B, T, width]` (int32);
-    strings through the biLM's own `dictionary` when it has one."""
+def inputs_to_char_ids(inputs, input_type, tokenization_mode, bilm):
+    """`ElmoEmbedding`'s input of `input_type` -> `bilm`'s character ids `[B, T, width]`
+    (int32); strings through the biLM's own dictionary when it has one."""
+    width, dictionary = bilm.char_cnn.input_width, bilm.token_dictionary
     if input_type != "char_ids":
         return strings_to_char_ids(
             inputs, input_type, tokenization_mode, width, dictionary=dictionary

@@ -127,3 +127,14 @@ def test_text_becomes_ids_through_the_model_dictionary(
     mixed = keras.ops.convert_to_numpy(layer(tokens))
     got = [mixed[row, : len(sentences[i])] for row, i in enumerate(chosen)]
     assert worst(got, [expected["average"][i] for i in chosen]) < ATOL
+
+
+def test_a_word_cache_uses_the_model_dictionary(efml_model, efml_fixture, sentences):
+    name, _, expected = efml_model
+    chosen = [i for i in expected["average"] if all(sentences[i])]
+    vocabulary = ["<padding>", *sorted({t for i in chosen for t in sentences[i]})]  # 0: padding
+    layer = ElmoEmbedding.from_preset(efml_fixture / name, dropout=0.0, vocab_to_cache=vocabulary)
+    mixed = layer(layer.word_ids([sentences[i] for i in chosen]))
+    mixed = keras.ops.convert_to_numpy(mixed)
+    got = [mixed[row, : len(sentences[i])] for row, i in enumerate(chosen)]
+    assert worst(got, [expected["average"][i] for i in chosen]) < ATOL
