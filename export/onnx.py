@@ -209,6 +209,11 @@ def export_onnx(
         weights_as_inputs_function,
     )
 
+    if bilm.token_dictionary is not None:  # the ONNX client makes ids from bytes only
+        raise ValueError(
+            "`bilm` has its own dictionaries (an ELMoForManyLangs model): its ONNX export is "
+            "not supported yet; export a SavedModel instead (`export_savedmodel`)"
+        )
     onnx = _import_optional("onnx")
     tf2onnx = _import_optional("tf2onnx")
 
