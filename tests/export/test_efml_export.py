@@ -4,12 +4,12 @@ import json
 
 import h5py
 import numpy as np
-import pytest
 import tensorflow as tf
 from elmo_keras.export.onnx import export_onnx
 from elmo_keras.export.savedmodel import export_savedmodel
 
 from elmo_keras.models import BiLM
+from elmo_keras.runtime import OnnxEmbedder
 
 MODEL = "cnn_elmo_words"
 
@@ -33,8 +33,11 @@ def test_savedmodel_tokens_signature_uses_the_model_dictionary(efml_fixture, tmp
             np.testing.assert_allclose(out["elmo"][row, :n].numpy(), average, atol=2e-5)
 
 
-def test_onnx_export_of_a_dictionary_model_is_one_line(efml_fixture, tmp_path):
+def test_onnx_client_uses_the_model_dictionary(efml_fixture, tmp_path):
     bilm = BiLM.from_preset(efml_fixture / MODEL)
-    with pytest.raises(ValueError, match="its ONNX export is not supported yet") as info:
-        export_onnx(bilm, tmp_path / "m.onnx")
-    assert "\n" not in str(info.value) and not (tmp_path / "m.onnx").exists()
+    export_onnx(bilm, tmp_path / "m.onnx")
+    sentences = json.loads((efml_fixture / "sentences.json").read_text())["sentences"]
+    got = OnnxEmbedder(str(tmp_path / "m.onnx"), batch_size=8).embed(sentences)
+    with h5py.File(efml_fixture / f"{MODEL}.expected.h5", "r") as h5:
+        for i, array in enumerate(got):
+            np.testing.assert_allclose(array, h5["all_layers"][f"{i:03d}"][()], atol=2e-5)
