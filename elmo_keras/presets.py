@@ -172,8 +172,8 @@ def resolve_preset(preset, cache_dir=None, progress=True):
         raise ValueError(_unknown(preset))
     if efml_preset(preset):
         raise ValueError(
-            f"{preset!r} is an ELMoForManyLangs model (a folder, not options and weights): load "
-            "it with `BiLM.from_preset` or `--preset`"
+            f"{preset!r} is an ELMoForManyLangs model (a folder, not options and weights): this "
+            "entry point does not take it yet; `BiLM.from_preset` and `embed --preset` do"
         )
     options, weights = preset_sources(preset)
     entry = PRESETS[_preset_name(preset)]

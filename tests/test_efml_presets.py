@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from elmo_keras import efml_presets
+from elmo_keras import efml_presets, presets
 from elmo_keras.download import DownloadError
 from elmo_keras.presets import PRESETS, preset_sources
 from tests.test_download import FileServer
@@ -85,3 +85,13 @@ def test_a_language_through_the_mirror_gives_efml_numbers(
     assert main(["presets"]) == 0
     assert "efml_english" in capsys.readouterr().out
     assert efml_presets.preset_name("Old Church Slavonic") == "efml_old_church_slavonic"
+
+
+def test_entry_points_reading_options_and_weights_name_the_ones_that_load_it(tmp_path, capsys):
+    from elmo_keras.cli import main
+
+    with pytest.raises(ValueError, match="'efml_german' is an ELMoForManyLangs model .* do$"):
+        presets.resolve_preset("efml_german")
+    argv = ["export", "--preset", "efml_german", "--output", str(tmp_path / "x")]
+    assert main(argv) == 2
+    assert "this entry point does not take it yet" in capsys.readouterr().err
