@@ -17,7 +17,9 @@ import importlib.resources
 import os
 import pathlib
 
+from elmo_keras import efml_presets
 from elmo_keras.download import URL_SCHEME, DownloadError, cached_path, default_cache_dir
+from elmo_keras.efml import is_efml_folder
 from elmo_keras.file_switch import settle_folder
 from elmo_keras.options import read_options
 
@@ -89,11 +91,14 @@ PRESETS = {
 }
 
 
-def base_url():
-    """`$ELMO_KERAS_MIRROR` (with a final "/"), else AllenNLP's `BASE_URL`."""
+PRESETS.update(efml_presets.entries())  # ELMoForManyLangs' 44 languages: efml_<language>
+
+
+def base_url(default=BASE_URL):
+    """`$ELMO_KERAS_MIRROR` (with a final "/"), else `default` (AllenNLP's `BASE_URL`)."""
     mirror = os.environ.get(MIRROR_VARIABLE, "").strip()
     if not mirror:
-        return BASE_URL
+        return default
     return mirror if mirror.endswith("/") else mirror + "/"
 
 
@@ -111,7 +116,29 @@ def preset_sources(preset):
     if "package" in entry:
         folder = _package_folder(entry["package"], (entry["options"], entry["weights"]))
         return folder / entry["options"], folder / entry["weights"]
+    if "efml" in entry:  # one zip holds the whole model
+        url = base_url(efml_presets.NLPL_URL) + entry["efml"]
+        return url, url
     return base_url() + entry["options"], base_url() + entry["weights"]
+
+
+def efml_preset(preset):
+    """The entry of an ELMoForManyLangs preset name (`efml_chinese`, ...), or `None`."""
+    name = _preset_name(preset)
+    return PRESETS[name] if name and "efml" in PRESETS[name] else None
+
+
+def is_efml_model(preset):
+    """Whether `preset` is an ELMoForManyLangs preset name or model folder."""
+    return bool(efml_preset(preset)) or is_efml_folder(preset)
+
+
+def resolve_efml_preset(preset, cache_dir=None, progress=True):
+    """The local model folder of an ELMoForManyLangs preset, downloaded and unpacked once; its
+    network config is checked against the published one (`elmo_keras.efml_presets`)."""
+    name = _preset_name(preset)
+    base = base_url(efml_presets.NLPL_URL)
+    return efml_presets.fetch(name, PRESETS[name], base, cache_dir=cache_dir, progress=progress)
 
 
 def resolve_preset(preset, cache_dir=None, progress=True):
@@ -144,6 +171,11 @@ def resolve_preset(preset, cache_dir=None, progress=True):
         if isinstance(preset, os.PathLike | str) and pathlib.Path(preset).is_dir():
             return find_model_files(preset)
         raise ValueError(_unknown(preset))
+    if efml_preset(preset):
+        raise ValueError(
+            f"{preset!r} is an ELMoForManyLangs model (a folder, not options and weights): this "
+            "entry point does not take it yet; `BiLM.from_preset` and `embed --preset` do"
+        )
     options, weights = preset_sources(preset)
     entry = PRESETS[_preset_name(preset)]
     if "package" in entry:
@@ -264,7 +296,8 @@ def _preset_name(preset):
 
 
 def _unknown(preset):
-    names = ", ".join(repr(name) for name in PRESETS)
+    names = ", ".join(repr(name) for name in PRESETS if not efml_preset(name))
+    names += ", 'efml_<language>' (ELMoForManyLangs' 44 languages: `elmo-keras presets`)"
     if isinstance(preset, str) and URL_SCHEME.match(preset):
         scheme = preset.partition("://")[0]
         return (

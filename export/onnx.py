@@ -153,6 +153,14 @@ def _metadata(module, stateful, input_form, extra=None):
         "char_id_bos": str(BOS_CHAR_ID),
         "char_id_eos": str(EOS_CHAR_ID),
     }
+    dictionary = module.bilm.token_dictionary
+    if dictionary is not None:  # ELMoForManyLangs: OnnxEmbedder makes ids through them
+        metadata["max_characters_per_token"] = str(dictionary.max_characters_per_token)
+        metadata["char_id_convention"] = "the model's own dictionaries: char_vocabulary, "
+        metadata["char_id_convention"] += "word_vocabulary (elmo_keras.text.token_dictionary)"
+        metadata["char_vocabulary"] = json.dumps(dictionary.characters, ensure_ascii=False)
+        if dictionary.words is not None:
+            metadata["word_vocabulary"] = json.dumps(dictionary.words, ensure_ascii=False)
     extra = {str(key): str(value) for key, value in (extra or {}).items()}
     clash = sorted(set(extra) & set(metadata))
     if clash:  # OnnxEmbedder reads these and checks them against the graph

@@ -52,14 +52,15 @@ SERVING_DEFAULT = "serving_default"
 
 
 def _bilm_dims(bilm):
-    """`(n_layers, projection_dim, lstm_units, max_characters_per_token)` of a BiLM."""
+    """`(n_layers, projection_dim, lstm_units, ids per token)` of a BiLM (the ids per token:
+    `max_characters_per_token`, plus the word id for a model with its own dictionaries)."""
     options = bilm.to_options()
     lstm = options["lstm"]
     return (
         int(lstm["n_layers"]),
         int(lstm["projection_dim"]),
         int(lstm["dim"]),
-        int(options["char_cnn"]["max_characters_per_token"]),
+        int(bilm.char_cnn.input_width),
     )
 
 
@@ -239,14 +240,14 @@ class ElmoServingModule(tf.Module):
             mode=self.tokenization_mode,
             use_tensorflow_text=self.use_tensorflow_text,
         )
-        return self._run(tokens_to_char_ids(tokens, self.max_characters_per_token))
+        width, dictionary = self.max_characters_per_token, self.bilm.token_dictionary
+        return self._run(tokens_to_char_ids(tokens, width, dictionary=dictionary))
 
     def _tokens(self, tokens, sequence_len):
         from elmo_keras.text.tf_char_ids import dense_tokens_to_char_ids  # noqa: PLC0415
 
-        return self._run(
-            dense_tokens_to_char_ids(tokens, sequence_len, self.max_characters_per_token)
-        )
+        width, dictionary = self.max_characters_per_token, self.bilm.token_dictionary
+        return self._run(dense_tokens_to_char_ids(tokens, sequence_len, width, dictionary))
 
     def _char_ids(self, char_ids):
         return self._run(char_ids)

@@ -55,6 +55,12 @@ def allennlp_fixture():
 
 
 @pytest.fixture(scope="session")
+def efml_fixture():
+    """ELMoForManyLangs' two fixture models and its outputs (`tests/fixtures/efml/README.md`)."""
+    return FIXTURES / "efml"
+
+
+@pytest.fixture(scope="session")
 def shared_data():
     """`../shared/data`, the large data sets; tests that need it skip where it is absent."""
     path = SHARED / "data"

@@ -34,6 +34,8 @@ NEEDS = {
     "/tmp/embeddings": "reads Beam shards a shell command writes (tests/beam/test_records.py)",
     "/tmp/token_embeddings.hdf5": "reads what `dump-token-embeddings` writes "
     "(tests/cli/test_dump_token_embeddings.py)",
+    '"efml_chinese"': "downloads an ELMoForManyLangs model (tests/test_efml_presets.py: a "
+    "language through a loopback mirror; tests/models/test_efml_models.py: the numbers)",
 }
 
 # Runs in the child: each page's blocks in one namespace; the first failure of a page, named.

@@ -119,7 +119,7 @@ def serve_presets(server, monkeypatch, tmp_path, folder=FIXTURES, pin=True):
         (folder / "lm_weights.hdf5").read_bytes(),
     )
     for entry in PRESETS.values():
-        if "package" not in entry:
+        if "package" not in entry and "efml" not in entry:  # EFML's: tests/test_efml_presets.py
             server.files["/elmo/" + entry["options"]] = options
             server.files["/elmo/" + entry["weights"]] = weights
             if pin:

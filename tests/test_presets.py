@@ -29,7 +29,8 @@ def mirror(monkeypatch, tmp_path):
 
 def test_the_registry_holds_the_published_file_names_and_sizes(monkeypatch):
     monkeypatch.delenv("ELMO_KERAS_MIRROR", raising=False)
-    assert set(PRESETS) == {*PUBLISHED, "mini_en", "tiny"}
+    efml = {name for name in PRESETS if name.startswith("efml_")}  # tests/test_efml_presets.py
+    assert set(PRESETS) - efml == {*PUBLISHED, "mini_en", "tiny"} and len(efml) == 44
     for name, stem in PUBLISHED.items():
         assert presets.preset_sources(name) == (
             f"{presets.BASE_URL}{stem}_options.json",
@@ -65,7 +66,8 @@ def test_an_unknown_name_lists_the_known_ones():
     message = str(info.value)
     assert message.startswith("`preset` must be one of ") and "Received: preset='large'" in message
     for name in PRESETS:
-        assert repr(name) in message
+        assert repr(name) in message or name.startswith("efml_")
+    assert "'efml_<language>' (ELMoForManyLangs' 44 languages" in message
 
 
 def test_model_folders(tmp_path):

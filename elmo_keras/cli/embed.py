@@ -30,9 +30,9 @@ def add_parser(subparsers):
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL (Keras backend)")
     parser.add_argument(
         "--model",
-        help="a preset name or a training output folder (Keras backend; see `elmo-keras "
-        "presets`), or an .onnx file (ONNX backend; a path ending in .onnx selects it without "
-        "--backend onnx)",
+        help="a preset name (see `elmo-keras presets`), a training output folder, a "
+        "save_to_preset folder or an ELMoForManyLangs model folder (Keras backend), or an .onnx "
+        "file (ONNX backend; a path ending in .onnx selects it without --backend onnx)",
     )
     parser.add_argument(
         "--preset",
@@ -183,12 +183,23 @@ def make_embedder(args):
                     f"`elmo-keras export --preset {args.model} --format onnx`)"
                 )
             raise CommandError(f"--model: {error}{hint}") from None  # missing, or a folder
-    options, weights = resolve_model_files(args)  # any download happens before Keras loads
+    from elmo_keras.efml import is_efml_folder
+    from elmo_keras.presets import PRESETS, efml_preset, resolve_efml_preset
+
+    name = args.preset or (args.model if str(args.model or "").lower() in PRESETS else None)
+    efml_name = name if name and efml_preset(name) else None
+    if efml_name:  # an ELMoForManyLangs language: downloaded before Keras loads
+        resolve_efml_preset(efml_name)
+    elif not (args.model and is_efml_folder(args.model)):
+        options, weights = resolve_model_files(args)  # any download before Keras loads
     select_keras_backend(args.backend)
     from elmo_keras.models import BiLM
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
-    bilm = BiLM.from_bilm_tf(options, weights)
+    if efml_name or args.model:  # a folder's config.json (its dictionaries) wins
+        bilm = BiLM.from_preset(efml_name or args.model)
+    else:
+        bilm = BiLM.from_bilm_tf(options, weights)
     return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
 
 

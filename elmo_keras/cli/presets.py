@@ -8,8 +8,8 @@ COLUMNS = ("name", "cell", "proj", "layers", "highway", "params", "cached", "tra
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "presets",
-        help="list the named biLMs that --preset takes (AllenNLP's four published ELMo models and "
-        "the packaged mini_en and tiny)",
+        help="list the named biLMs that --preset takes (AllenNLP's four published ELMo models, "
+        "the packaged mini_en and tiny, and ELMoForManyLangs' 44 languages, efml_<language>)",
         description="Lists the presets: their sizes, what they were trained on, whether they are "
         "in the cache already, and where they come from. With NAME, downloads that preset into "
         "the cache if needed ($ELMO_KERAS_CACHE, else ~/.cache/elmo-keras) and prints the local "
@@ -69,8 +69,11 @@ def table():
 
 
 def run(args):
-    from elmo_keras.presets import resolve_preset
+    from elmo_keras.presets import efml_preset, resolve_efml_preset, resolve_preset
 
+    if args.name and efml_preset(args.name):  # ELMoForManyLangs: one folder
+        print(resolve_efml_preset(args.name))
+        return 0
     if args.name:
         try:
             options, weights = resolve_preset(args.name)

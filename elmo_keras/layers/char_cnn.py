@@ -52,6 +52,11 @@ class CharCNN(keras.layers.Layer):
             `RandomUniform(-1, 1)`, as bilm-tf.
         kernel_initializer: initializer of the convolutions and dense layers. Defaults to
             `"glorot_uniform"`.
+        n_words: int. Size of a word vocabulary whose embeddings join the character features
+            (ELMoForManyLangs' models): each token's row then has one more id, the last, its
+            word id. Defaults to `0` (no word embeddings).
+        word_embedding_dim: int. Size of a word embedding; the projection reads
+            `[word_embedding; char_features]`. Defaults to `0`.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -82,9 +87,18 @@ class CharCNN(keras.layers.Layer):
         max_characters_per_token=MAX_CHARACTERS_PER_TOKEN,
         embeddings_initializer=None,
         kernel_initializer="glorot_uniform",
+        n_words=0,
+        word_embedding_dim=0,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.n_words = check_int("n_words", n_words, 0)
+        self.word_embedding_dim = check_int("word_embedding_dim", word_embedding_dim, 0)
+        if bool(self.n_words) != bool(self.word_embedding_dim):
+            raise ValueError(
+                "`n_words` and `word_embedding_dim` must both be positive or both 0. "
+                f"Received: n_words={n_words}, word_embedding_dim={word_embedding_dim}"
+            )
         self.n_characters = check_int("n_characters", n_characters, 2)
         self.char_embedding_dim = check_int("char_embedding_dim", char_embedding_dim)
         self.filters = normalize_filters(filters)
@@ -110,6 +124,11 @@ class CharCNN(keras.layers.Layer):
     def n_filters(self):
         return sum(n for _, n in self.filters)
 
+    @property
+    def input_width(self):
+        """int. Ids per token: the characters, then the word id when there are words."""
+        return self.max_characters_per_token + (self.word_embedding_dim > 0)
+
     def build(self, input_shape=None):
         self.char_embedding = keras.layers.Embedding(
             self.n_characters,
@@ -119,6 +138,15 @@ class CharCNN(keras.layers.Layer):
             name="char_embedding",
         )
         self.char_embedding.build((None, self.max_characters_per_token))
+        if self.word_embedding_dim:
+            self.word_embedding = keras.layers.Embedding(
+                self.n_words,
+                self.word_embedding_dim,
+                embeddings_initializer=self.embeddings_initializer,
+                dtype=self.dtype_policy,
+                name="word_embedding",
+            )
+            self.word_embedding.build((None,))
         self.convolutions = []
         for i, (width, count) in enumerate(self.filters):
             conv = keras.layers.Conv1D(
@@ -147,22 +175,22 @@ class CharCNN(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="projection",
         )
-        self.projection.build((None, self.n_filters))
+        self.projection.build((None, self.word_embedding_dim + self.n_filters))
         self.built = True
 
     def call(self, char_ids):
         char_ids = ops.convert_to_tensor(char_ids)
         width = char_ids.shape[-1] if ops.ndim(char_ids) is not None else None
-        if width is not None and width != self.max_characters_per_token:
+        if width is not None and width != self.input_width:
             raise ValueError(
-                "`char_ids` must have `max_characters_per_token` "
-                f"({self.max_characters_per_token}) ids per token. "
+                f"`char_ids` must have {self.input_width} ids per token "
+                f"(`max_characters_per_token`, then the word id if there are words). "
                 f"Received: shape={tuple(char_ids.shape)}"
             )
         char_ids = ops.cast(char_ids, "int32")
         leading = ops.shape(char_ids)[:-1]
-        flat = ops.reshape(char_ids, (-1, self.max_characters_per_token))
-        embedded = self.char_embedding(flat)  # [N, C, E]
+        flat = ops.reshape(char_ids, (-1, self.input_width))
+        embedded = self.char_embedding(flat[:, : self.max_characters_per_token])  # [N, C, E]
         pooled = []
         for conv in self.convolutions:
             # Max over positions before the activation equals bilm-tf's order for the two
@@ -172,6 +200,9 @@ class CharCNN(keras.layers.Layer):
         x = ops.relu(x) if self.activation == "relu" else ops.tanh(x)
         for highway in self.highways:
             x = highway(x)
+        if self.word_embedding_dim:
+            words = self.word_embedding(flat[:, self.max_characters_per_token])
+            x = ops.concatenate([ops.cast(words, x.dtype), x], axis=-1)
         x = self.projection(x)
         token_mask = ops.cast(ops.not_equal(flat[:, 0], 0), x.dtype)
         x = x * token_mask[:, None]
@@ -219,6 +250,8 @@ class CharCNN(keras.layers.Layer):
                 "max_characters_per_token": self.max_characters_per_token,
                 "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "n_words": self.n_words,
+                "word_embedding_dim": self.word_embedding_dim,
             }
         )
         return config

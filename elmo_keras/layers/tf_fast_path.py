@@ -27,8 +27,6 @@ when the backend is TensorFlow: on another backend the layers and models import 
 import keras
 import tensorflow as tf
 
-from elmo_keras.text.char_ids import bos_char_ids, eos_char_ids
-
 # The char CNN runs over the distinct tokens at most this many at a time, so that a very long
 # input never holds every token's convolution activations at once. 256 rather than 1024 keeps
 # a chunk's widest activations (~45 MB) nearer the cache: exports with 64, 128, 256 and 1024
@@ -263,20 +261,19 @@ def _chunked_char_cnn(char_cnn, ids):
     return tf.reshape(chunks.stack(), [-1, char_cnn.projection_dim])[:n]
 
 
-def embed_distinct_tokens(char_cnn, token_char_ids, token_index):
+def embed_distinct_tokens(char_cnn, token_char_ids, token_index, boundaries):
     """Token vectors `[B, T + 2, P]` with `<S>` and `</S>` around each sentence, the char CNN
     run once per row of `token_char_ids` (and once per boundary), and the lengths `[B]`.
 
-    `token_index` `[B, T]` holds each position's row of `token_char_ids`, `-1` for padding.
+    `token_index` `[B, T]` holds each position's row of `token_char_ids`, `-1` for padding;
+    `boundaries` `[2, width]` are the id rows of `<S>` and `</S>`.
     """
-    width = char_cnn.max_characters_per_token
     token_char_ids = tf.cast(token_char_ids, tf.int32)
     token_index = tf.cast(token_index, tf.int32)
     batch, steps = tf.shape(token_index)[0], tf.shape(token_index)[1]
     lengths = tf.reduce_sum(tf.cast(token_index >= 0, tf.int32), axis=1)
-    bos = tf.constant(bos_char_ids(width), tf.int32)[None]
-    eos = tf.constant(eos_char_ids(width), tf.int32)[None]
-    vectors = _chunked_char_cnn(char_cnn, tf.concat([token_char_ids, bos, eos], axis=0))
+    boundaries = tf.constant(boundaries, tf.int32)
+    vectors = _chunked_char_cnn(char_cnn, tf.concat([token_char_ids, boundaries], axis=0))
     bos_row = tf.shape(token_char_ids)[0]
     index = tf.concat([tf.fill([batch, 1], bos_row), token_index, tf.fill([batch, 1], -1)], axis=1)
     is_eos = tf.equal(tf.range(steps + 2)[None, :], (lengths + 1)[:, None])

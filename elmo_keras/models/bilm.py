@@ -5,19 +5,15 @@ from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, tensorflow_path
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
-from elmo_keras.models import bilm_weights, preset_folder
+from elmo_keras.models import bilm_vocabulary, bilm_weights, preset_folder
+from elmo_keras.models.bilm_inputs import parse_inputs
 from elmo_keras.options import (
     DEFAULT_FILTERS,
     bilm_kwargs_to_options,
     options_to_bilm_kwargs,
     read_options,
 )
-from elmo_keras.text.char_ids import (
-    MAX_CHARACTERS_PER_TOKEN,
-    N_CHARACTERS,
-    bos_char_ids,
-    eos_char_ids,
-)
+from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 from elmo_keras.weights import load_weights
 
 
@@ -50,6 +46,14 @@ class BiLM(keras.Model):
         char_embedding_dim, filters, n_highway, n_characters, max_characters_per_token,
             activation: the `CharCNN` arguments; defaults are the published model's.
         dropout: float. Dropout on the LSTM inputs during training. Defaults to `0.0`.
+        char_vocabulary, word_vocabulary: lists of str or `None`. The model's own character
+            and word dictionaries (ELMoForManyLangs' models, `elmo_keras.efml`): tokens become
+            ids through them (`elmo_keras.text.token_dictionary`), `n_characters` follows.
+            Defaults to `None`: bilm-tf's bytes.
+        word_embedding_dim: int. Word embeddings joining the character features (with a
+            `word_vocabulary`). Defaults to `0`.
+        cell_forget_bias: float. Forget-gate bias added at run time: `1.0` in bilm-tf's
+            weights, `0.0` in AllenNLP-trained ones. Defaults to `1.0`.
         length_aware: bool. On TensorFlow at inference (`training` falsy), run the char CNN
             once per distinct token (in chunks of 256) and the biLSTM packed by length
             (`elmo_keras.layers.tf_fast_path`): the same numbers as the plain path, much less
@@ -106,9 +110,20 @@ class BiLM(keras.Model):
         activation="relu",
         dropout=0.0,
         length_aware=True,
+        char_vocabulary=None,
+        word_vocabulary=None,
+        word_embedding_dim=0,
+        cell_forget_bias=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.token_dictionary = bilm_vocabulary.make_dictionary(
+            char_vocabulary, word_vocabulary, max_characters_per_token
+        )
+        self.char_vocabulary, self.word_vocabulary = char_vocabulary, word_vocabulary
+        self.word_embedding_dim, self.cell_forget_bias = word_embedding_dim, cell_forget_bias
+        if char_vocabulary is not None:
+            n_characters = len(char_vocabulary) + 1
         self.lstm_units = lstm_units
         self.projection_dim = projection_dim
         self.n_layers = n_layers
@@ -133,6 +148,8 @@ class BiLM(keras.Model):
             projection_dim=projection_dim,
             activation=activation,
             max_characters_per_token=max_characters_per_token,
+            n_words=len(word_vocabulary or ()),
+            word_embedding_dim=word_embedding_dim,
             dtype=self.dtype_policy,
             name="char_cnn",
         )
@@ -144,6 +161,7 @@ class BiLM(keras.Model):
             proj_clip=proj_clip,
             use_skip_connections=use_skip_connections,
             dropout=dropout,
+            cell_forget_bias=cell_forget_bias,
             return_state=True,
             length_aware=self.length_aware,
             dtype=self.dtype_policy,
@@ -151,7 +169,7 @@ class BiLM(keras.Model):
         )
 
     def build(self, input_shape=None):
-        self.char_cnn.build((None, None, self.max_characters_per_token))
+        self.char_cnn.build((None, None, self.char_cnn.input_width))
         self.bilstm.build((None, None, self.projection_dim))
         self.built = True
 
@@ -161,9 +179,9 @@ class BiLM(keras.Model):
         char_ids = ops.cast(char_ids, "int32")
         batch, steps = ops.shape(char_ids)[0], ops.shape(char_ids)[1]
         lengths = ops.sum(ops.cast(ops.not_equal(char_ids[:, :, 0], 0), "int32"), axis=1)
-        width = self.max_characters_per_token
-        bos = ops.convert_to_tensor(bos_char_ids(width), "int32")
-        eos = ops.convert_to_tensor(eos_char_ids(width), "int32")
+        width = self.char_cnn.input_width
+        boundaries = ops.convert_to_tensor(bilm_vocabulary.boundary_ids(self), "int32")
+        bos, eos = boundaries[0], boundaries[1]
         padded = ops.concatenate(
             [
                 ops.broadcast_to(bos[None, None, :], (batch, 1, width)),
@@ -175,33 +193,6 @@ class BiLM(keras.Model):
         positions = ops.arange(steps + 2, dtype="int32")[None, :]
         is_eos = ops.equal(positions, (lengths + 1)[:, None])
         return ops.where(is_eos[:, :, None], eos[None, None, :], padded), lengths
-
-    def _parse_inputs(self, inputs):
-        """-> `(char_ids, token_rows, token_index, state)`, the unused ones `None`;
-        `token_rows` is `"token_char_ids"` (int) or `"token_vectors"` (float)."""
-        if not isinstance(inputs, dict):
-            return inputs, None, None, None
-        if ("state_h" in inputs) != ("state_c" in inputs):
-            raise ValueError("`BiLM` needs both 'state_h' and 'state_c', or neither.")
-        state = [inputs["state_h"], inputs["state_c"]] if "state_h" in inputs else None
-        if "char_ids" in inputs:
-            return inputs["char_ids"], None, None, state
-        widths = {"token_char_ids": "max_characters_per_token", "token_vectors": "projection_dim"}
-        rows = next((k for k in widths if k in inputs), None)
-        if rows and "token_index" in inputs:
-            token_rows = ops.convert_to_tensor(inputs[rows])
-            token_index = ops.convert_to_tensor(inputs["token_index"])
-            if len(token_rows.shape) != 2 or len(token_index.shape) != 2:
-                raise ValueError(
-                    f"`{rows}` must be [distinct, {widths[rows]}] and `token_index` [batch, "
-                    f"tokens]. Received: shapes {tuple(token_rows.shape)} and "
-                    f"{tuple(token_index.shape)}"
-                )
-            return None, token_rows, token_index, state
-        raise ValueError(
-            "`BiLM` inputs given as a dict need a 'char_ids' entry, or 'token_char_ids' and "
-            f"'token_index' (or 'token_vectors' and 'token_index'). Received keys: {sorted(inputs)}"
-        )
 
     def _embed_tokens(self, char_ids, token_rows, token_index):
         """The core path's token vectors `[B, T + 2, P]` with the boundaries, and the lengths.
@@ -215,11 +206,10 @@ class BiLM(keras.Model):
         if token_index is None:
             with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
             return self.char_cnn(with_boundaries), lengths
-        width = self.max_characters_per_token
         token_index = ops.cast(token_index, "int32")
         batch, steps = ops.shape(token_index)[0], ops.shape(token_index)[1]
         lengths = ops.sum(ops.cast(token_index >= 0, "int32"), axis=1)
-        boundaries = ops.stack([bos_char_ids(width), eos_char_ids(width)])  # int32
+        boundaries = ops.convert_to_tensor(bilm_vocabulary.boundary_ids(self), "int32")
         if "int" in str(token_rows.dtype):
             vectors = self.char_cnn(ops.concatenate([ops.cast(token_rows, "int32"), boundaries], 0))
         else:
@@ -241,7 +231,7 @@ class BiLM(keras.Model):
         return embedded * ops.cast(index >= 0, embedded.dtype)[:, :, None], lengths
 
     def call(self, inputs, training=None, length_aware=None, keep_sentence_boundaries=False):
-        char_ids, token_rows, token_index, state = self._parse_inputs(inputs)
+        char_ids, token_rows, token_index, state = parse_inputs(inputs)
         if char_ids is not None:
             char_ids = ops.convert_to_tensor(char_ids)
             if len(char_ids.shape) != 3:
@@ -256,7 +246,7 @@ class BiLM(keras.Model):
             if token_index is None:
                 token_rows, token_index = fast_path.distinct_tokens(char_ids)
             embedded, lengths = fast_path.embed_distinct_tokens(
-                self.char_cnn, token_rows, token_index
+                self.char_cnn, token_rows, token_index, bilm_vocabulary.boundary_ids(self)
             )
         else:
             embedded, lengths = self._embed_tokens(char_ids, token_rows, token_index)
@@ -304,6 +294,10 @@ class BiLM(keras.Model):
                 "activation": self.activation,
                 "dropout": self.dropout,
                 "length_aware": self.length_aware,
+                "char_vocabulary": self.char_vocabulary,
+                "word_vocabulary": self.word_vocabulary,
+                "word_embedding_dim": self.word_embedding_dim,
+                "cell_forget_bias": self.cell_forget_bias,
             }
         )
         return config

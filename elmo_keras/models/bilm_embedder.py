@@ -3,7 +3,7 @@ import numpy as np
 
 from elmo_keras import batching
 from elmo_keras.embedder import Embedder
-from elmo_keras.text.char_ids import distinct_token_ids
+from elmo_keras.models.bilm_vocabulary import token_rows
 
 # Shapes of the JAX program, rounded up so that a long `embed` compiles a few of them: the
 # batch's longest sentence to the next of these token counts (then to multiples of 256), the
@@ -79,7 +79,7 @@ class BiLMEmbedder(Embedder):
     def _tensorflow_function(self):
         import tensorflow as tf  # noqa: PLC0415  (this backend only)
 
-        bilm, width = self.bilm, self.bilm.max_characters_per_token
+        bilm, width = self.bilm, self.bilm.char_cnn.input_width
         # XLA needs static shapes: the padded path (the packed one slices by length).
         length_aware = False if self.jit_compile else None
 
@@ -160,9 +160,7 @@ class BiLMEmbedder(Embedder):
         longest = max((len(s) for s in sentences), default=0)
         if longest == 0:
             return [self._empty() for _ in sentences]
-        token_char_ids, token_index = distinct_token_ids(
-            sentences, max_characters_per_token=self.bilm.max_characters_per_token
-        )
+        token_char_ids, token_index = token_rows(self.bilm, sentences)  # the biLM's dictionary
         activations = self._run(token_char_ids.astype(np.int32), token_index.astype(np.int32))
         return [
             np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)

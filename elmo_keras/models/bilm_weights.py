@@ -5,6 +5,7 @@ model, knows which variable each name is (REFERENCE.md section 3):
 
 ```
 char_embed                                   (n_characters - 1, char_dim)
+word_embed                                   (n_words, word_dim), with word embeddings only
 CNN/W_cnn_{i}, CNN/b_cnn_{i}                 (1, width, char_dim, count), (count,)
 CNN_high_{k}/W_carry, W_transform, b_carry, b_transform
 CNN_proj/W_proj, CNN_proj/b_proj             (n_filters, projection_dim), (projection_dim,)
@@ -51,6 +52,8 @@ def _plain_variables(bilm):
         names[f"CNN_high_{k}/b_carry"] = highway.carry.bias
         names[f"CNN_high_{k}/W_transform"] = highway.transform.kernel
         names[f"CNN_high_{k}/b_transform"] = highway.transform.bias
+    if cnn.word_embedding_dim:  # ELMoForManyLangs' models (`elmo_keras.efml`)
+        names["word_embed"] = cnn.word_embedding.embeddings
     names["CNN_proj/W_proj"] = cnn.projection.kernel
     names["CNN_proj/b_proj"] = cnn.projection.bias
     for direction, cell, layer in _cells(bilm):
@@ -74,7 +77,7 @@ def weight_shapes(bilm):
         shapes[f"CNN/b_cnn_{i}"] = tuple(conv.bias.shape)
     plain = _plain_variables(bilm)
     for name, variable in plain.items():
-        if name.startswith("CNN_"):
+        if name.startswith("CNN_") or name == "word_embed":
             shapes[name] = tuple(variable.shape)
     for direction, cell, layer in _cells(bilm):
         prefix = _lstm_prefix(direction, layer)

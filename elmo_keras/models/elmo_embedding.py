@@ -213,7 +213,8 @@ class ElmoEmbedding(keras.layers.Layer):
         self.built = True
 
     def _cache_initializer(self, shape, dtype=None):
-        return ops.cast(cached_word_vectors(self.bilm.char_cnn, self.vocab_to_cache), dtype)
+        vectors = cached_word_vectors(self.bilm.char_cnn, self.vocab_to_cache, self.bilm)
+        return ops.cast(vectors, dtype)
 
     def build_from_config(self, config):
         # Deserializing: the cache is among the saved weights.
@@ -235,13 +236,12 @@ class ElmoEmbedding(keras.layers.Layer):
 
     def __call__(self, inputs, *args, **kwargs):
         if self.input_type == "char_ids":
-            refuse_text(inputs, self.bilm.max_characters_per_token)  # before Keras' checks
+            refuse_text(inputs, self.bilm.char_cnn.input_width)  # before Keras' checks
         return super().__call__(inputs, *args, **kwargs)
 
     def to_char_ids(self, inputs):
         """The layer's input, whatever its type, as character ids `[B, T, C]` (int32)."""
-        width = self.bilm.max_characters_per_token
-        return inputs_to_char_ids(inputs, self.input_type, self.tokenization_mode, width)
+        return inputs_to_char_ids(inputs, self.input_type, self.tokenization_mode, self.bilm)
 
     def call(self, inputs, training=None):
         bilm_training = training if self.trainable_bilm else False

@@ -76,16 +76,21 @@ def word_index(vocab_to_cache):
     return index
 
 
-def cached_word_vectors(char_cnn, words):
+def cached_word_vectors(char_cnn, words, bilm=None):
     """The char CNN's output `[len(words), projection_dim]` (NumPy) for each word, computed
     `CACHE_CHUNK` words at a time; eagerly, also when the layer is built inside a
-    `tf.function` (Keras builds a layer on its first call, which `predict` traces)."""
+    `tf.function` (Keras builds a layer on its first call, which `predict` traces). The ids
+    are `bilm`'s own dictionary's when it has one (`BiLM.token_dictionary`), else bytes."""
     width = char_cnn.max_characters_per_token
+    dictionary = None if bilm is None else bilm.token_dictionary
     chunks = []
     with _eager_scope():
         for start in range(0, len(words), CACHE_CHUNK):
             chunk = words[start : start + CACHE_CHUNK]
-            ids = np.stack([token_to_char_ids(w, width) for w in chunk])
+            if dictionary is not None:
+                ids = np.stack([dictionary.token_ids(w) for w in chunk])
+            else:
+                ids = np.stack([token_to_char_ids(w, width) for w in chunk])
             chunks.append(ops.convert_to_numpy(char_cnn(ids)))
     return np.concatenate(chunks, axis=0)
 
@@ -141,10 +146,14 @@ def cached_word_inputs(inputs, word_vectors):
     return {"token_vectors": vectors, "token_index": ops.where(ids > 0, ids, -1)}
 
 
-def inputs_to_char_ids(inputs, input_type, tokenization_mode, width):
-    """`ElmoEmbedding`'s input of `input_type` -> character ids `[B, T, width]` (int32)."""
+def inputs_to_char_ids(inputs, input_type, tokenization_mode, bilm):
+    """`ElmoEmbedding`'s input of `input_type` -> `bilm`'s character ids `[B, T, width]`
+    (int32); strings through the biLM's own dictionary when it has one."""
+    width, dictionary = bilm.char_cnn.input_width, bilm.token_dictionary
     if input_type != "char_ids":
-        return strings_to_char_ids(inputs, input_type, tokenization_mode, width)
+        return strings_to_char_ids(
+            inputs, input_type, tokenization_mode, width, dictionary=dictionary
+        )
     refuse_text(inputs, width)
     char_ids = ops.cast(inputs, "int32")
     if len(char_ids.shape) != 3:
@@ -197,10 +206,13 @@ def refuse_text(inputs, width):
         )
 
 
-def strings_to_char_ids(inputs, input_type, tokenization_mode, width, owner="ElmoEmbedding"):
+def strings_to_char_ids(
+    inputs, input_type, tokenization_mode, width, owner="ElmoEmbedding", dictionary=None
+):
     """String inputs (`input_type` `"tokens"`, `[batch, tokens]` padded with `""`, or
     `"sentences"`, `[batch]`) -> character ids `[B, T, width]`, with TensorFlow's string ops
-    (in a graph and in `tf.data` too). `owner` names the layer in errors."""
+    (in a graph and in `tf.data` too). `owner` names the layer in errors; `dictionary` (a
+    `TokenDictionary`) replaces the bytes."""
     import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
 
     from elmo_keras.text import tf_char_ids  # noqa: PLC0415
@@ -216,11 +228,12 @@ def strings_to_char_ids(inputs, input_type, tokenization_mode, width, owner="Elm
         )
     if rank == 2:
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(tokens, ""), tf.int32), axis=1)
-        return tf_char_ids.dense_tokens_to_char_ids(tokens, lengths, width)
-    return tf_char_ids.tokens_to_char_ids(tokenize(tokens, mode=tokenization_mode), width)
+        return tf_char_ids.dense_tokens_to_char_ids(tokens, lengths, width, dictionary)
+    tokens = tokenize(tokens, mode=tokenization_mode)
+    return tf_char_ids.tokens_to_char_ids(tokens, width, dictionary=dictionary)
 
 
-def strings_to_char_ids_numpy(inputs, input_type, tokenization_mode, width):
+def strings_to_char_ids_numpy(inputs, input_type, tokenization_mode, width, dictionary=None):
     """The same ids with NumPy and Python alone (no TensorFlow): for the other backends.
     `inputs`: a NumPy array or (nested) list of str or UTF-8 bytes."""
     from elmo_keras.text import batch_to_char_ids, tokenize_python  # noqa: PLC0415
@@ -240,6 +253,8 @@ def strings_to_char_ids_numpy(inputs, input_type, tokenization_mode, width):
         sentences = [[text(t) for t in row if text(t)] for row in rows]
     else:
         sentences = [tokenize_python(text(row), tokenization_mode) for row in rows]
+    if dictionary is not None:
+        return dictionary.batch_ids(sentences)
     return batch_to_char_ids(sentences, max_characters_per_token=width)
 
 

@@ -3,14 +3,16 @@ import pathlib
 
 import keras
 
+from elmo_keras import efml
 from elmo_keras.download import cached_path
 from elmo_keras.files import write_text
 from elmo_keras.models import preset_folder
 from elmo_keras.models.elmo_inputs import strings_to_char_ids, strings_to_char_ids_numpy
 from elmo_keras.options import options_to_bilm_kwargs, read_options
-from elmo_keras.presets import preset_sources, resolve_preset
+from elmo_keras.presets import efml_preset, preset_sources, resolve_efml_preset, resolve_preset
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN
 from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
+from elmo_keras.text.token_dictionary import TokenDictionary
 from elmo_keras.validation import check_choice, check_int
 
 PREPROCESSOR_INPUT_TYPES = ("sentences", "tokens")
@@ -42,6 +44,10 @@ class ElmoPreprocessor(keras.layers.Layer):
             Defaults to `"punctuation"`.
         max_characters_per_token: int. Character ids per token, as the biLM's options say.
             Defaults to `50`.
+        char_vocabulary, word_vocabulary: lists of str or `None`. A biLM's own dictionaries
+            (ELMoForManyLangs' models, as `BiLM` takes them): ids through them
+            (`elmo_keras.text.token_dictionary`), one more id per token with words. Defaults
+            to `None` (bytes).
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -61,9 +67,17 @@ class ElmoPreprocessor(keras.layers.Layer):
         input_type="sentences",
         tokenization_mode=DEFAULT_TOKENIZATION_MODE,
         max_characters_per_token=MAX_CHARACTERS_PER_TOKEN,
+        char_vocabulary=None,
+        word_vocabulary=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.char_vocabulary, self.word_vocabulary = char_vocabulary, word_vocabulary
+        self.dictionary = None
+        if char_vocabulary is not None:
+            self.dictionary = TokenDictionary(
+                char_vocabulary, word_vocabulary, max_characters_per_token
+            )
         self.input_type = check_choice("input_type", input_type, PREPROCESSOR_INPUT_TYPES)
         self.tokenization_mode = check_choice(
             "tokenization_mode", tokenization_mode, TOKENIZATION_MODES
@@ -76,17 +90,21 @@ class ElmoPreprocessor(keras.layers.Layer):
         self._allow_non_tensor_positional_args = True
 
     def call(self, inputs):
-        width = self.max_characters_per_token
+        width, dictionary = self.max_characters_per_token, self.dictionary
         if keras.config.backend() == "tensorflow" or _is_tf_tensor(inputs):
             return strings_to_char_ids(
-                inputs, self.input_type, self.tokenization_mode, width, "ElmoPreprocessor"
-            )
+                inputs, self.input_type, self.tokenization_mode, width, "ElmoPreprocessor",
+                dictionary,
+            )  # fmt: skip
         # Another backend has no string tensors: the same ids from Python and NumPy.
-        return strings_to_char_ids_numpy(inputs, self.input_type, self.tokenization_mode, width)
+        return strings_to_char_ids_numpy(
+            inputs, self.input_type, self.tokenization_mode, width, dictionary
+        )
 
     def compute_output_spec(self, inputs):
         steps = None if self.input_type == "sentences" else inputs.shape[1]
-        return keras.KerasTensor((inputs.shape[0], steps, self.max_characters_per_token), "int32")
+        width = self.max_characters_per_token if self.dictionary is None else self.dictionary.width
+        return keras.KerasTensor((inputs.shape[0], steps, width), "int32")
 
     def get_config(self):
         config = super().get_config()
@@ -95,6 +113,8 @@ class ElmoPreprocessor(keras.layers.Layer):
                 "input_type": self.input_type,
                 "tokenization_mode": self.tokenization_mode,
                 "max_characters_per_token": self.max_characters_per_token,
+                "char_vocabulary": self.char_vocabulary,
+                "word_vocabulary": self.word_vocabulary,
             }
         )
         return config
@@ -108,7 +128,9 @@ class ElmoPreprocessor(keras.layers.Layer):
         A folder's `preprocessor.json` (written by `save_to_preset`) gives that preprocessor;
         otherwise `max_characters_per_token` comes from the biLM's options (for a published
         preset only `options.json` is downloaded) and, from a saved `ElmoEmbedding` folder
-        that takes strings, `input_type` and `tokenization_mode`. `kwargs` override them.
+        that takes strings, `input_type` and `tokenization_mode`. A model with its own
+        dictionaries (an ELMoForManyLangs folder or language, or its converted preset) gives
+        them too. `kwargs` override them.
 
         Example:
         >>> ElmoPreprocessor.from_preset("tiny").max_characters_per_token
@@ -119,12 +141,22 @@ class ElmoPreprocessor(keras.layers.Layer):
         )
         if saved is not None:
             return cls.from_config({**saved["config"], **kwargs})
+        entry = efml_preset(preset)
+        if entry or efml.is_efml_folder(preset):  # an EFML model: its own dictionaries
+            if entry:
+                preset = resolve_efml_preset(preset, cache_dir=cache_dir, progress=progress)
+            network = entry["network"] if entry else None
+            return cls(**{**efml.text_settings(preset, network), **kwargs})
         embedding = preset_folder.read_config(preset) or {"config": {}}
         found = {
             key: embedding["config"][key]
             for key in ("input_type", "tokenization_mode")
             if embedding["config"].get(key) in PREPROCESSOR_INPUT_TYPES + TOKENIZATION_MODES
         }
+        bilm_config = embedding["config"].get("bilm", embedding)["config"]  # the saved biLM's
+        if bilm_config.get("char_vocabulary") is not None:  # a converted EFML model
+            names = ("max_characters_per_token", "char_vocabulary", "word_vocabulary")
+            return cls(**{**{k: bilm_config[k] for k in names}, **found, **kwargs})
         if preset_folder.is_preset_name(preset):
             options = cached_path(preset_sources(preset)[0], cache_dir=cache_dir, progress=progress)
         else:

@@ -31,7 +31,9 @@ import shutil
 import types
 
 import keras
+import numpy as np
 
+from elmo_keras import efml
 from elmo_keras.files import atomic_directory, write_datasets, write_text
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
 from elmo_keras.options import (
@@ -46,7 +48,9 @@ from elmo_keras.presets import (
     OPTIONS_FILE,
     PRESETS,
     describe_presets,
+    efml_preset,
     find_model_files,
+    resolve_efml_preset,
     resolve_preset,
 )
 from elmo_keras.weights import load_weights, read_weight_arrays, save_weights
@@ -279,6 +283,12 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     `options.json`, `kwargs` overriding it), else the named preset's or the model folder's
     `options.json` and hdf5 file."""
     config = read_config(preset)
+    if efml_preset(preset):  # a published language: its pinned network, supplied
+        folder = resolve_efml_preset(preset, cache_dir=cache_dir, progress=progress)
+        network = efml_preset(preset)["network"]
+        return load_efml_folder(cls, folder, check_finite, network=network, **kwargs)
+    if config is None and efml.is_efml_folder(preset):
+        return load_efml_folder(cls, preset, check_finite, **kwargs)
     if config is None:
         options, weights = resolve_preset(preset, cache_dir=cache_dir, progress=progress)
         return cls.from_bilm_tf(options, weights, check_finite=check_finite, **kwargs)
@@ -288,6 +298,26 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     if not isinstance(bilm, cls):
         raise ValueError(f"`preset` {str(preset)!r} holds a {type(bilm).__name__}, not a {cls}")
     return load_weights(bilm, find_model_files(preset)[1], check_finite=check_finite)
+
+
+def load_efml_folder(cls, folder, check_finite=True, network=None, **kwargs):
+    """An ELMoForManyLangs model folder as a `cls` (`elmo_keras.efml`), `kwargs` overriding
+    its architecture (`network`, a pinned network config, replaces the folder's); a tensor of
+    the wrong shape or not finite is one `ValueError` line."""
+    efml_kwargs, arrays = efml.read_folder(folder, network=network)
+    bilm = cls(**{**efml_kwargs, **kwargs})
+    bilm.build()
+    for name, shape in bilm.weight_shapes().items():
+        found = arrays[name].shape
+        if found != shape:
+            raise ValueError(
+                f"{folder}: tensor {name!r} (in bilm-tf's names) has shape {found}; its config "
+                f"and dictionaries make it {shape}"
+            )
+        if check_finite and not np.all(np.isfinite(arrays[name])):
+            raise ValueError(f"{folder}: tensor {name!r} holds NaN or infinite values")
+    bilm.set_weight_arrays(arrays)
+    return bilm
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from elmo_keras.text.char_ids import (
     batch_to_char_ids,
     distinct_token_ids,
 )
+from elmo_keras.text.token_dictionary import TokenDictionary
 from elmo_keras.validation import check_int
 
 # ONNX Runtime's run option that returns the arena's free memory to the system after a call.
@@ -121,6 +122,14 @@ class OnnxEmbedder(Embedder):
                 f"inputs: {self._input_names} in model_path={self.model_path!r}"
             )
         self._check_sizes()
+        self._dictionary = None  # a model with its own dictionaries (ELMoForManyLangs)
+        if "char_vocabulary" in self._metadata:
+            words = self._metadata.get("word_vocabulary")
+            self._dictionary = TokenDictionary(
+                json.loads(self._metadata["char_vocabulary"]),
+                None if words is None else json.loads(words),
+                self._max_characters,
+            )
         self._layer_outputs = ["word_emb"] + [
             f"lstm_outputs{k}" for k in range(1, self._n_layers + 1)
         ]
@@ -312,6 +321,18 @@ class OnnxEmbedder(Embedder):
         options = self._shrink_options if shrink else None
         return dict(zip(names, self._session.run(names, feeds, options), strict=True))
 
+    def _char_ids(self, sentences):
+        """Right-padded ids of token lists: the model's own dictionary's, else bytes."""
+        if self._dictionary is not None:
+            return self._dictionary.batch_ids(sentences)
+        return batch_to_char_ids(sentences, max_characters_per_token=self._max_characters)
+
+    def _token_rows(self, sentences):
+        """The distinct tokens' ids and each position's row, as `_char_ids` makes ids."""
+        if self._dictionary is not None:
+            return self._dictionary.distinct_token_ids(sentences)
+        return distinct_token_ids(sentences, self._max_characters)
+
     def embed_batch(self, sentences):
         """Embeds a list of tokenized sentences in one ONNX Runtime call (none if all are empty).
 
@@ -330,10 +351,9 @@ class OnnxEmbedder(Embedder):
         if longest == 0:
             return [self._empty() for _ in sentences]
         if self._input_form == "char_ids":
-            char_ids = batch_to_char_ids(sentences, max_characters_per_token=self._max_characters)
-            outputs = self.run(char_ids, output_names=self._layer_outputs)
+            outputs = self.run(self._char_ids(sentences), output_names=self._layer_outputs)
         else:
-            token_char_ids, token_index = distinct_token_ids(sentences, self._max_characters)
+            token_char_ids, token_index = self._token_rows(sentences)
             feeds = self._token_feeds(token_char_ids, token_index)
             outputs = self._run_feeds(feeds, len(sentences), None, None, self._layer_outputs)
         word_emb, P = outputs["word_emb"], self._projection_dim

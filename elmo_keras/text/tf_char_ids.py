@@ -66,7 +66,18 @@ def flat_tokens_to_char_ids(tokens, max_characters_per_token=MAX_CHARACTERS_PER_
     return ids
 
 
-def tokens_to_char_ids(tokens, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN, max_length=None):
+def _flat_ids(tokens, max_characters_per_token, dictionary):
+    """Bytes (`flat_tokens_to_char_ids`), or a model's own dictionary (`TokenDictionary`)."""
+    if dictionary is None:
+        return flat_tokens_to_char_ids(tokens, max_characters_per_token)
+    from elmo_keras.text.tf_token_dictionary import flat_tokens_to_ids  # noqa: PLC0415
+
+    return flat_tokens_to_ids(tokens, dictionary)
+
+
+def tokens_to_char_ids(
+    tokens, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN, max_length=None, dictionary=None
+):
     """Converts a ragged batch of tokens to a dense, right-padded tensor of character ids.
 
     Same ids as `elmo_keras.text.batch_to_char_ids`; padding positions are all zeros.
@@ -77,6 +88,8 @@ def tokens_to_char_ids(tokens, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN
         max_characters_per_token: int. The number of ids per token. Defaults to `50`.
         max_length: int or `None`. Pads (or cuts) the token axis to this length. Defaults to
             `None`, the length of the longest sentence.
+        dictionary: a `TokenDictionary` or `None`. A model's own dictionary (ELMoForManyLangs'
+            models): its rows (`dictionary.width` ids) instead of bytes. Defaults to `None`.
 
     Returns:
         An int32 tensor of shape `[B, T, max_characters_per_token]`.
@@ -100,17 +113,18 @@ def tokens_to_char_ids(tokens, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN
             "`tokens` must have shape [batch, (tokens)] (ragged rank 1). "
             f"Received: tokens.shape={tokens.shape}"
         )
-    ids = flat_tokens_to_char_ids(tokens.flat_values, max_characters_per_token)
+    ids = _flat_ids(tokens.flat_values, max_characters_per_token, dictionary)
     ragged_ids = tokens.with_flat_values(ids)
+    width = max_characters_per_token if dictionary is None else dictionary.width
     shape = None
     if max_length is not None:
-        shape = [None, max_length, max_characters_per_token]
+        shape = [None, max_length, width]
     dense = ragged_ids.to_tensor(default_value=0, shape=shape)
-    return tf.ensure_shape(dense, [None, max_length, max_characters_per_token])
+    return tf.ensure_shape(dense, [None, max_length, width])
 
 
 def dense_tokens_to_char_ids(
-    tokens, sequence_len, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN
+    tokens, sequence_len, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN, dictionary=None
 ):
     """Converts a dense, padded batch of tokens to character ids.
 
@@ -119,6 +133,7 @@ def dense_tokens_to_char_ids(
             padding, whatever they hold.
         sequence_len: integer tensor of shape `[B]`. The number of tokens of each sentence.
         max_characters_per_token: int. The number of ids per token. Defaults to `50`.
+        dictionary: a `TokenDictionary` or `None`, as in `tokens_to_char_ids`.
 
     Returns:
         An int32 tensor of shape `[B, T, max_characters_per_token]`, all zeros at padding
@@ -142,6 +157,6 @@ def dense_tokens_to_char_ids(
             "`sequence_len` must have shape [batch]. "
             f"Received: sequence_len.shape={sequence_len.shape}"
         )
-    ids = flat_tokens_to_char_ids(tokens, max_characters_per_token)
+    ids = _flat_ids(tokens, max_characters_per_token, dictionary)
     mask = tf.sequence_mask(sequence_len, maxlen=tf.shape(tokens)[1])
     return ids * tf.cast(mask, tf.int32)[..., tf.newaxis]

@@ -293,7 +293,7 @@ def _check_config(value):
 
 
 def _check_init_from(value):
-    from elmo_keras.presets import PRESETS
+    from elmo_keras.presets import PRESETS, efml_preset, is_efml_model
 
     if isinstance(value, list | tuple):
         if len(value) == 2 and all(_is_path(v) for v in value):
@@ -302,12 +302,18 @@ def _check_init_from(value):
             "{init_from} as a pair must hold two paths or URLs (options, weights). "
             f"Received: {value!r}"
         )
+    if _is_path(value) and is_efml_model(os.fspath(value)):
+        raise SettingError(  # one line: not supported
+            f"{{init_from}}: {os.fspath(value)} is an ELMoForManyLangs model; training from it is "
+            "not supported (its training softmax is not published): embed with it instead"
+        )
     if not _is_path(value) or (
         os.fspath(value).lower() not in PRESETS and not os.path.isdir(value)
     ):
+        names = ", ".join(name for name in PRESETS if not efml_preset(name))
         raise SettingError(
-            "{init_from} must be a run folder or a preset (" + ", ".join(PRESETS) + "), or in "
-            f"Python an (options, weights) pair of paths or URLs; got {value!r}"
+            f"{{init_from}} must be a run folder or a preset ({names}), or in Python an "
+            f"(options, weights) pair of paths or URLs; got {value!r}"
         )
 
 

@@ -237,6 +237,14 @@ def run_folder(tmp_path, allennlp_fixture):
             ["--init-from", "nowhere"],
             ["--init-from must be a run folder or a preset (small, medium"],
         ),
+        (
+            ["--init-from", "{efml}"],
+            ["{efml} is an ELMoForManyLangs model; training from it is not supported"],
+        ),
+        (
+            ["--init-from", "efml_chinese"],
+            ["efml_chinese is an ELMoForManyLangs model; training from it is not supported"],
+        ),
         (["--freeze-bilm-steps", "3"], ["--freeze-bilm-steps needs --init-from"]),
         (["--new-vocab"], ["--new-vocab needs --init-from"]),
         (["--override"], ["--override applies to --resume"]),
@@ -246,8 +254,9 @@ def test_init_from_conflicts_are_one_line_naming_the_flags(
     flags, messages, run_folder, bilm_tf_fixture, tmp_path, capsys
 ):
     data = str(bilm_tf_fixture / "train" / "data.txt")
-    flags = [flag.replace("{run}", str(run_folder)) for flag in flags]
-    messages = [message.replace("{run}", str(run_folder)) for message in messages]
+    efml = str(bilm_tf_fixture.parent / "efml" / "cnn_elmo_words")
+    flags = [flag.replace("{run}", str(run_folder)).replace("{efml}", efml) for flag in flags]
+    messages = [m.replace("{run}", str(run_folder)).replace("{efml}", efml) for m in messages]
     argv = ["train", "--train", data, "--output", str(tmp_path / "run"), "--steps", "1", *flags]
     assert main(argv) == 2
     err = capsys.readouterr().err
