@@ -147,12 +147,18 @@ class OnnxEmbedder(Embedder):
         line naming the file, the key and both values. Without metadata, the graph's."""
         inputs = {value.name: value for value in self._session.get_inputs()}
         characters = inputs.get("char_ids") or inputs.get("token_char_ids")
+        # A model with a word vocabulary (ELMoForManyLangs) ends each id row with the word id.
+        word_column = int("word_vocabulary" in self._metadata)
+        width = _static(characters)
         layers = [n for n in self._outputs if re.fullmatch(r"lstm_outputs[1-9]\d*", n)]
         graph = {  # key: (the graph's value or None, where the graph says it)
             "n_layers": (len(layers), "its lstm_outputs{k} outputs"),
             "projection_dim": (_static(self._outputs.get("word_emb")), "word_emb's last axis"),
             "lstm_units": (_static(inputs.get("state_c")), "state_c's last axis"),
-            "max_characters_per_token": (_static(characters), "the character input's last axis"),
+            "max_characters_per_token": (
+                None if width is None else width - word_column,
+                "the character input's last axis" + (" less the word id" if word_column else ""),
+            ),
         }
         sizes = {}
         for key, (found, where) in graph.items():
@@ -178,6 +184,7 @@ class OnnxEmbedder(Embedder):
         self._projection_dim = sizes["projection_dim"]
         self._lstm_units = sizes["lstm_units"]
         self._max_characters = sizes["max_characters_per_token"]
+        self._id_width = self._max_characters + word_column  # the columns of a token's id row
 
     @property
     def n_layers(self):
@@ -233,15 +240,15 @@ class OnnxEmbedder(Embedder):
             `sequence_len` (and `final_state_h`, `final_state_c` for a stateful model).
         """
         char_ids = np.asarray(char_ids, dtype=np.int32)
-        if char_ids.ndim != 3 or char_ids.shape[-1] != self._max_characters:
+        if char_ids.ndim != 3 or char_ids.shape[-1] != self._id_width:
             raise ValueError(
-                f"`char_ids` must have shape [batch, tokens, {self._max_characters}]. "
+                f"`char_ids` must have shape [batch, tokens, {self._id_width}]. "
                 f"Received: char_ids.shape={char_ids.shape}"
             )
         if self._input_form == "char_ids":
             feeds = {"char_ids": char_ids}
         else:
-            flat = char_ids.reshape(-1, self._max_characters)
+            flat = char_ids.reshape(-1, self._id_width)
             real = flat[:, 0] != 0
             distinct, inverse = np.unique(flat[real], axis=0, return_inverse=True)
             token_index = np.full(flat.shape[0], -1, np.int32)
@@ -270,9 +277,9 @@ class OnnxEmbedder(Embedder):
             )
         token_char_ids = np.asarray(token_char_ids, dtype=np.int32)
         token_index = np.asarray(token_index, dtype=np.int32)
-        if token_char_ids.ndim != 2 or token_char_ids.shape[-1] != self._max_characters:
+        if token_char_ids.ndim != 2 or token_char_ids.shape[-1] != self._id_width:
             raise ValueError(
-                f"`token_char_ids` must have shape [distinct_tokens, {self._max_characters}]. "
+                f"`token_char_ids` must have shape [distinct_tokens, {self._id_width}]. "
                 f"Received: token_char_ids.shape={token_char_ids.shape}"
             )
         if token_index.ndim != 2:
@@ -293,7 +300,7 @@ class OnnxEmbedder(Embedder):
 
     def _token_feeds(self, token_char_ids, token_index):
         if not len(token_char_ids):  # padding only: one dummy row keeps every shape non-empty
-            token_char_ids = np.zeros((1, self._max_characters), np.int32)
+            token_char_ids = np.zeros((1, self._id_width), np.int32)
         return {"token_char_ids": token_char_ids, "token_index": token_index}
 
     def _run_feeds(self, feeds, batch, state_h, state_c, output_names):
