@@ -168,11 +168,12 @@ class Progress:
 
 
 def select_keras_backend(choice):
-    """Sets `KERAS_BACKEND` for `--backend tensorflow|jax` (Keras reads it once, when first
-    imported); `keras` keeps the environment's. TensorFlow is imported with its logs hidden."""
+    """Sets `KERAS_BACKEND` for `--backend tensorflow|jax|torch` (Keras reads it once, when
+    first imported); `keras` keeps the environment's. TensorFlow is imported with its logs
+    hidden."""
     from elmo_keras.cli import import_tensorflow
 
-    if choice in ("tensorflow", "jax"):
+    if choice in ("tensorflow", "jax", "torch"):
         loaded = sys.modules.get("keras")
         if loaded is not None and loaded.config.backend() != choice:
             raise CommandError(
