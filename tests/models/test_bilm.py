@@ -11,7 +11,12 @@ from elmo_keras.models import BiLM
 from elmo_keras.text import batch_to_char_ids, bos_char_ids, eos_char_ids
 from elmo_keras.weights import read_options, save_weights
 from tests import numpy_reference as ref
-from tests.test_case import as_numpy, check_keras_file_round_trip, run_layer_test
+from tests.test_case import (
+    as_numpy,
+    check_keras_file_round_trip,
+    run_layer_test,
+    without_autograd,
+)
 
 FIXTURES = {
     "bilm-tf": ("bilm_tf/model", "lm_embeddings_sentences.json"),
@@ -24,10 +29,13 @@ def fixture_model(fixtures_dir, name):
     return BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5"), folder
 
 
+@pytest.mark.parametrize("length_aware", [True, False])
 @pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_stateful_replay_matches_the_fixture(fixtures_dir, name):
-    """10 batches of 3 sentences, state carried per row through explicit state in/out."""
+def test_stateful_replay_matches_the_fixture(fixtures_dir, name, length_aware):
+    """10 batches of 3 sentences, state carried per row through explicit state in/out; on the
+    backend's fast path (TensorFlow's, PyTorch's without autograd) and on the core path."""
     bilm, folder = fixture_model(fixtures_dir, name)
+    bilm.length_aware = bilm.bilstm.length_aware = length_aware
     sentences = json.loads((folder / FIXTURES[name][1]).read_text())
     expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
     state = {}
@@ -35,8 +43,9 @@ def test_stateful_replay_matches_the_fixture(fixtures_dir, name):
     for i in range(10):
         batch = [sentences[k][i].split() for k in range(3)]
         ids = batch_to_char_ids(batch)
-        out = bilm({"char_ids": ids, **state})
-        stateless = as_numpy(bilm(ids)["activations"])[:, -1]
+        with without_autograd():
+            out = bilm({"char_ids": ids, **state})
+            stateless = as_numpy(bilm(ids)["activations"])[:, -1]
         state = {"state_h": out["state_h"], "state_c": out["state_c"]}
         top = as_numpy(out["activations"])[:, -1]
         np.testing.assert_array_equal(as_numpy(out["mask"]).sum(1), [len(s) for s in batch])

@@ -6,8 +6,6 @@ against the published fixtures and the NumPy reference. The running backend's fa
 and skips the file.
 """
 
-import contextlib
-
 import keras
 import numpy as np
 import pytest
@@ -16,21 +14,12 @@ from elmo_keras.layers.projected_bilstm import fast_path
 from elmo_keras.models import BiLM, BiLMEmbedder
 from elmo_keras.text import batch_to_char_ids
 from tests.test_case import as_numpy
+from tests.test_case import without_autograd as inference
 
 FAST_PATH = fast_path()
 BACKEND = keras.config.backend()
 
 pytestmark = pytest.mark.skipif(FAST_PATH is None, reason=f"no fast path on {BACKEND}")
-
-
-def inference():
-    """Where the fast path applies to a trainable model: anywhere on TensorFlow, without
-    autograd on PyTorch."""
-    if BACKEND == "torch":
-        import torch
-
-        return torch.no_grad()
-    return contextlib.nullcontext()
 
 
 CONFIG = {"lstm_units": 16, "projection_dim": 6, "filters": [(1, 4), (2, 6)], "n_highway": 1}
