@@ -116,7 +116,9 @@ def _embed_cli(backend, workdir):
     ]
     start = time.perf_counter()
     subprocess.run(command, check=True, env=env, cwd=common.REPO)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    print(f"embed on {backend}: {seconds:.1f} s", flush=True)
+    return seconds
 
 
 def _max_diff_hdf5(a, b):
@@ -158,6 +160,9 @@ def main():
                     time.sleep(PAUSE)
                     seconds[(backend, w.name)].append(workers[backend].ask(w.name)["seconds"])
             print(f"round {r + 1}/{args.rounds} done", flush=True)
+        for w in fixed:  # the embedder's table, before the long `embed` runs
+            rate = {b: w.tokens / statistics.median(seconds[(b, w.name)]) for b in BACKENDS}
+            print(f"{w.label}: " + ", ".join(f"{b} {v:.0f} tokens/s" for b, v in rate.items()))
         workers["tensorflow"].ask("save")
         for worker in workers.values():
             worker.ask("outputs")

@@ -184,3 +184,19 @@ def select_keras_backend(choice):
 
     if configured_backend() == "tensorflow":  # the environment's, else keras.json's
         import_tensorflow()
+
+
+def require_engine(command, engines, what_works):
+    """Raises a `CommandError` unless Keras will run on one of `engines` (`KERAS_BACKEND`, else
+    keras.json's; read without importing Keras), naming `what_works`.
+
+    Example: `require_engine("train", ("tensorflow", "jax"), "--backend jax or tensorflow")`
+    """
+    from elmo_keras.installs import configured_backend
+
+    backend = configured_backend()
+    if backend not in engines:
+        raise CommandError(
+            f"{command} runs on {' or '.join(engines)}, not on Keras' {backend!r} backend "
+            f"(KERAS_BACKEND): {what_works}"
+        )

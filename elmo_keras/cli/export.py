@@ -3,7 +3,7 @@
 import pathlib
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import add_tokenization_argument, check_input_file
+from elmo_keras.cli._common import add_tokenization_argument, check_input_file, require_engine
 
 
 def add_parser(subparsers):
@@ -101,6 +101,9 @@ def run(args):
     # The export runs on TensorFlow; `[onnx]` brings it with the converter.
     extra = "tensorflow" if args.format == "savedmodel" else "onnx"
     require_module("tensorflow", f"--format {args.format}", extra)
+    require_engine(
+        "export", ("tensorflow",), "it traces the model there; set KERAS_BACKEND=tensorflow"
+    )
     from elmo_keras.export.writer import export_model  # noqa: PLC0415
     from elmo_keras.files import check_output, check_writable  # noqa: PLC0415
 

@@ -91,8 +91,10 @@ def _products(cell, dtype):
         keras.ops.cast(w, dtype)
         for w in (cell.kernel, cell.bias, cell.recurrent_kernel, cell.projection_kernel)
     ]
-    stamp = tuple((id(w), w._version) for w in weights)
-    cached = _PRODUCTS.get(stamp[0][0])
+    # A cast to another dtype (a mixed policy) is a new tensor at every call: nothing to keep.
+    cacheable = not any(w.is_inference() for w in weights)
+    stamp = tuple((id(w), w._version) for w in weights) if cacheable else None
+    cached = _PRODUCTS.get(stamp[0][0]) if cacheable else None
     if cached is not None and cached[1] == stamp:
         return cached[2]
     kernel, bias, recurrent_kernel, projection_kernel = (w.detach() for w in weights)
@@ -104,8 +106,10 @@ def _products(cell, dtype):
         _Product(recurrent_kernel),
         _Product(projection_kernel),
     )
-    key = stamp[0][0]
-    _PRODUCTS[key] = (weakref.ref(weights[0], lambda _: _PRODUCTS.pop(key, None)), stamp, products)
+    if cacheable:
+        key = stamp[0][0]
+        reference = weakref.ref(weights[0], lambda _: _PRODUCTS.pop(key, None))
+        _PRODUCTS[key] = (reference, stamp, products)
     return products
 
 
