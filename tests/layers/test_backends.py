@@ -57,18 +57,18 @@ def _module_level_imports(path):
 
 
 @pytest.mark.parametrize("module", NEUTRAL)
-def test_the_core_does_not_import_tensorflow(module):
-    assert "tensorflow" not in _module_level_imports(PACKAGE / module), (
-        f"{module} imports TensorFlow; use keras.ops (TensorFlow-only code goes to "
-        "elmo_keras/layers/tf_fast_path.py)"
+def test_the_core_does_not_import_tensorflow_or_torch(module):
+    imported = _module_level_imports(PACKAGE / module)
+    assert not {"tensorflow", "torch"} & imported, (
+        f"{module} imports a backend; use keras.ops (backend code goes to "
+        "elmo_keras/layers/tf_fast_path.py or torch_fast_path.py)"
     )
 
 
-def test_the_fast_path_is_the_one_tensorflow_module_of_the_layers():
-    with_tensorflow = sorted(
-        p.name for p in LAYERS.glob("*.py") if "tensorflow" in _module_level_imports(p)
-    )
-    assert with_tensorflow == ["tf_fast_path.py"]
+@pytest.mark.parametrize("engine, module", [("tensorflow", "tf"), ("torch", "torch")])
+def test_each_fast_path_is_the_one_module_of_the_layers_importing_its_backend(engine, module):
+    importing = sorted(p.name for p in LAYERS.glob("*.py") if engine in _module_level_imports(p))
+    assert importing == [f"{module}_fast_path.py"]
 
 
 def _message(owner, backend):
