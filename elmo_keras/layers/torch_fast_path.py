@@ -86,7 +86,8 @@ _PRODUCTS = {}
 
 def _products(cell, dtype):
     """`(input, recurrent, projection)` `_Product`s of `cell` in `dtype`; the input product's
-    bias holds the forget bias, which the core adds at every step."""
+    bias holds the forget bias, which the core adds at every step, and the gate products give
+    the gates in the order (input, forget, output, candidate)."""
     weights = [
         keras.ops.cast(w, dtype)
         for w in (cell.kernel, cell.bias, cell.recurrent_kernel, cell.projection_kernel)
@@ -101,9 +102,13 @@ def _products(cell, dtype):
     units = cell.lstm_units
     bias = bias.clone()
     bias[units : 2 * units] += cell.forget_bias
+    # Gate columns reordered (input, forget, output, candidate): one sigmoid over the first
+    # three blocks, one tanh over the last.
+    order = torch.cat([torch.arange(2 * units), torch.arange(3 * units, 4 * units)])
+    order = torch.cat([order, torch.arange(2 * units, 3 * units)]).to(kernel.device)
     products = (
-        _Product(kernel, bias),
-        _Product(recurrent_kernel),
+        _Product(kernel[:, order], bias[order]),
+        _Product(recurrent_kernel[:, order]),
         _Product(projection_kernel),
     )
     if cacheable:
@@ -237,17 +242,16 @@ def _packed_recurrence(cell, packed, plan, h, c):
         z = input_product(packed[offsets[start] : offsets[end]])
         for t in range(start, end):
             n, first = counts[t], offsets[t] - offsets[start]
-            gates = recurrent.plus(h[:n], z[first : first + n])
-            torch.sigmoid_(gates[:, : 2 * units])  # input and forget gates
-            torch.tanh_(gates[:, 2 * units : 3 * units])
-            torch.sigmoid_(gates[:, 3 * units :])
+            gates = recurrent.plus(h[:n], z[first : first + n])  # i, f, o, g (`_products`)
+            torch.sigmoid_(gates[:, : 3 * units])
+            torch.tanh_(gates[:, 3 * units :])
             c_run = c[:n]
             c_run.mul_(gates[:, units : 2 * units]).addcmul_(
-                gates[:, :units], gates[:, 2 * units : 3 * units]
+                gates[:, :units], gates[:, 3 * units :]
             )
             if cell.cell_clip is not None:
                 c_run.clamp_(-cell.cell_clip, cell.cell_clip)
-            h_new = projection(gates[:, 3 * units :] * torch.tanh(c_run))
+            h_new = projection(gates[:, 2 * units : 3 * units] * torch.tanh(c_run))
             if cell.proj_clip is not None:
                 h_new.clamp_(-cell.proj_clip, cell.proj_clip)
             h[:n] = h_new
