@@ -110,7 +110,8 @@ class Worker:
 def _embed_cli(backend, workdir):
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
     command = [
-        *(sys.executable, "-m", "elmo_keras.cli", "embed", "--backend", backend),
+        *(sys.executable, "-c", "import sys; from elmo_keras.cli import main; sys.exit(main())"),
+        *("embed", "--backend", backend),
         *("--options", str(workdir / "options.json"), "--weights", str(workdir / "weights.hdf5")),
         *("--input", str(workdir / "lines.txt"), "--output", str(workdir / f"{backend}.hdf5")),
     ]

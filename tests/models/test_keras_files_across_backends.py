@@ -2,10 +2,9 @@
 the same outputs (1e-5), and the PyTorch process imports neither TensorFlow nor JAX.
 
 This file runs on TensorFlow (`make test`'s first command). One module fixture saves a seeded
-biLM here, then runs `tests/backend_child.py` three times, each a fresh process: JAX, where
-TensorFlow and PyTorch cannot be imported (loads TensorFlow's file, saves its own), PyTorch,
-where nothing is blocked and nothing but torch may be imported (loads both, saves its own),
-JAX again (loads PyTorch's). This process then loads JAX's and PyTorch's files.
+biLM here, then runs `tests/backend_child.py` three times, each a fresh process where the other
+backends cannot be imported: JAX (loads TensorFlow's file, saves its own), PyTorch (loads both,
+saves its own), JAX again (loads PyTorch's). This process then loads JAX's and PyTorch's files.
 Each biLM is called with state carried in, on sentences of several lengths.
 """
 
