@@ -114,6 +114,7 @@ def _embed_cli(backend, workdir):
         *("embed", "--backend", backend),
         *("--options", str(workdir / "options.json"), "--weights", str(workdir / "weights.hdf5")),
         *("--input", str(workdir / "lines.txt"), "--output", str(workdir / f"{backend}.hdf5")),
+        "--overwrite",
     ]
     start = time.perf_counter()
     subprocess.run(command, check=True, env=env, cwd=common.REPO)
