@@ -15,7 +15,7 @@ import os
 import sys
 
 # The extra (pyproject.toml) that installs each Keras backend, with Keras.
-BACKEND_EXTRAS = {"tensorflow": "tensorflow", "jax": "jax"}
+BACKEND_EXTRAS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 
 
 def install_hint(extra):

@@ -2,6 +2,10 @@
 
 import os
 import pathlib
+import sys
+
+# What the PyTorch pass must run without.
+BLOCKED_UNDER_TORCH = ("tensorflow", "jax")
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -10,6 +14,14 @@ if os.environ["KERAS_BACKEND"] == "jax":
     # shape and op; LLVM's optimisations were most of its time (a CharCNN build: 6.5 s -> 1.9 s
     # of CPU) and buy nothing on test-sized tensors. A user's own XLA_FLAGS win.
     os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+if os.environ["KERAS_BACKEND"] == "torch":
+    # The PyTorch pass (see the Makefile) runs where TensorFlow and JAX cannot load, as for a
+    # user with `pip install "elmo-keras[torch]"` alone: a `None` entry in `sys.modules` makes
+    # `import tensorflow` fail and `importlib.util.find_spec` report it missing.
+    for _blocked in BLOCKED_UNDER_TORCH:
+        if sys.modules.get(_blocked) is not None:
+            raise RuntimeError(f"{_blocked} was imported before tests/conftest.py could block it")
+        sys.modules[_blocked] = None
 
 import pytest  # noqa: E402
 

@@ -9,6 +9,7 @@ defaults it to TensorFlow) and only use `keras.ops`, so the backend-neutral laye
 that way too). Checks that only mean something on one backend say so and are skipped elsewhere.
 """
 
+import contextlib
 import copy
 import pathlib
 import tempfile
@@ -22,6 +23,25 @@ SAME_AS_MASK = object()
 # Keyword arguments of `keras.layers.Layer` itself, not stored under their own name.
 _BASE_LAYER_ARGUMENTS = ("name", "dtype", "trainable", "autocast")
 _PLAIN = (bool, int, float, str, type(None), list, tuple)
+
+
+def as_numpy(x, dtype=None):
+    """`x` (a tensor of any backend, a variable, an array or a list) as a NumPy array.
+
+    `np.asarray` alone fails on a PyTorch tensor that requires grad (the layers' outputs, as
+    their weights are trainable); `keras.ops.convert_to_numpy` detaches it first.
+    """
+    return np.asarray(keras.ops.convert_to_numpy(x), dtype)
+
+
+def without_autograd():
+    """A context where no gradient is tracked: `torch.no_grad()` on PyTorch (where the biLM's
+    fast path needs it, `torch_fast_path.applies`), nothing on the other backends."""
+    if keras.config.backend() == "torch":
+        import torch
+
+        return torch.no_grad()
+    return contextlib.nullcontext()
 
 
 def run_layer_test(
@@ -152,8 +172,8 @@ def _check_jax_jit_stateless_call(layer, input_data, call_kwargs, eager_outputs)
     for got, want in pairs:
         assert isinstance(got, jax.Array), f"`{name}` under jax.jit returned {type(got)}"
         np.testing.assert_allclose(
-            np.asarray(got),
-            np.asarray(want),
+            as_numpy(got),
+            as_numpy(want),
             rtol=1e-5,
             atol=1e-6,
             err_msg=f"`{name}`: jax.jit(stateless_call) differs from the eager call",
@@ -215,7 +235,7 @@ def _check_output_mask(name, output, expected):
         return
     assert got is not None, f"`{name}` put no mask on its output"
     np.testing.assert_array_equal(
-        np.asarray(got), np.asarray(expected), err_msg=f"`{name}` output mask"
+        as_numpy(got), as_numpy(expected), err_msg=f"`{name}` output mask"
     )
 
 
@@ -276,8 +296,8 @@ def check_keras_file_round_trip(model, inputs, tmp_path=None, atol=0.0):
     assert len(before) == len(after), "the loaded model has another number of outputs"
     for a, b in zip(before, after, strict=True):
         np.testing.assert_allclose(
-            np.asarray(a),
-            np.asarray(b),
+            as_numpy(a),
+            as_numpy(b),
             rtol=0,
             atol=atol,
             err_msg=f"outputs of {type(model).__name__} changed through a .keras file",
@@ -318,7 +338,7 @@ def _check_one_fit_step(layer, input_data, learning_rate=0.01):
     loss = one_step(model)
     assert np.all(np.isfinite(loss)), f"`{name}` gave a non-finite loss in one step: {loss}"
     for value, weight in zip(before, layer.trainable_weights, strict=True):
-        assert not np.array_equal(value, np.asarray(weight)), (
+        assert not np.array_equal(value, as_numpy(weight)), (
             f"one training step of `{name}` left {weight.path} unchanged"
         )
 
@@ -360,7 +380,7 @@ def _check_mixed_precision(layer_cls, init_kwargs, input_data, call_kwargs):
         dtype = keras.backend.standardize_dtype(output.dtype)
         if "float" in dtype:
             assert dtype == "bfloat16", f"`{name}` under mixed_bfloat16 gave a {dtype} output"
-            assert np.all(np.isfinite(np.asarray(keras.ops.cast(output, "float32")))), (
+            assert np.all(np.isfinite(as_numpy(keras.ops.cast(output, "float32")))), (
                 f"`{name}` under mixed_bfloat16 gave non-finite outputs"
             )
     for variable in layer.weights:

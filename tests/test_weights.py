@@ -14,6 +14,7 @@ from elmo_keras.weights import (
     save_weights,
     write_options,
 )
+from tests.test_case import as_numpy
 
 PACKAGED = pathlib.Path(__file__).resolve().parents[1] / "elmo_keras" / "assets"
 
@@ -42,7 +43,7 @@ def test_load_save_load_is_bit_exact(fixtures_dir, tmp_path, folder):
     write_options(bilm.to_options(), tmp_path / "options.json")
     again = BiLM.from_bilm_tf(tmp_path / "options.json", tmp_path / "out.hdf5")
     for a, b in zip(bilm.weights, again.weights, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        np.testing.assert_array_equal(as_numpy(a), as_numpy(b))
     assert read_options(tmp_path / "options.json") == json.loads((src / "options.json").read_text())
 
 
@@ -55,16 +56,14 @@ def test_forget_bias_and_gate_order_conventions(fixtures_dir):
     units = cell.lstm_units
     # Keras block 1 (forget) is TensorFlow block 2 (f); Keras block 2 (candidate) is TF block 1 (j).
     np.testing.assert_array_equal(
-        np.asarray(cell.kernel)[:, units : 2 * units], w0[:16, 2 * units : 3 * units]
+        as_numpy(cell.kernel)[:, units : 2 * units], w0[:16, 2 * units : 3 * units]
     )
     np.testing.assert_array_equal(
-        np.asarray(cell.recurrent_kernel)[:, 2 * units : 3 * units], w0[16:, units : 2 * units]
+        as_numpy(cell.recurrent_kernel)[:, 2 * units : 3 * units], w0[16:, units : 2 * units]
     )
-    np.testing.assert_array_equal(
-        np.asarray(cell.bias)[units : 2 * units], b[2 * units : 3 * units]
-    )
+    np.testing.assert_array_equal(as_numpy(cell.bias)[units : 2 * units], b[2 * units : 3 * units])
     assert cell.forget_bias == 1.0  # added at run time, as TensorFlow's LSTMCell
-    np.testing.assert_array_equal(np.asarray(bilm.char_cnn.char_embedding.embeddings)[0], 0.0)
+    np.testing.assert_array_equal(as_numpy(bilm.char_cnn.char_embedding.embeddings)[0], 0.0)
 
 
 def copy_fixture(fixtures_dir, tmp_path):
@@ -103,13 +102,13 @@ def test_nothing_is_assigned_when_a_later_dataset_is_wrong(fixtures_dir, tmp_pat
     options, weights = copy_fixture(fixtures_dir, tmp_path)
     bilm = BiLM.from_options(read_options(options))
     bilm.build()
-    before = [np.asarray(w).copy() for w in bilm.weights]
+    before = [as_numpy(w).copy() for w in bilm.weights]
     with h5py.File(weights, "a") as f:
         del f["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0"]
     with pytest.raises(ValueError, match="W_P_0"):
         load_weights(bilm, weights)
     for a, b in zip(before, bilm.weights, strict=True):
-        np.testing.assert_array_equal(a, np.asarray(b))
+        np.testing.assert_array_equal(a, as_numpy(b))
 
 
 def test_training_options_with_261_characters_are_explained(fixtures_dir, tmp_path):
@@ -198,7 +197,7 @@ def test_non_finite_weights_are_refused_unless_asked(tmp_path, fixtures_dir, val
     bilm = BiLM.from_bilm_tf(
         options, weights, check_finite=False
     )  # the scan can be skipped for speed
-    assert not np.isfinite(np.asarray(bilm.char_cnn.projection.kernel)).all()
+    assert not np.isfinite(as_numpy(bilm.char_cnn.projection.kernel)).all()
 
 
 # Issue 12: truncated and bit-flipped weight and options files. Measured on the fixture with
@@ -246,7 +245,7 @@ def reference_weights(fixtures_dir):
     """The fixture's weights as a freshly loaded biLM holds them."""
     src = fixtures_dir / "allennlp"
     bilm = BiLM.from_bilm_tf(src / "options.json", src / "lm_weights.hdf5")
-    return [np.asarray(w) for w in bilm.weights]
+    return [as_numpy(w) for w in bilm.weights]
 
 
 def _load_outcome(bilm, path, expected):
@@ -256,7 +255,7 @@ def _load_outcome(bilm, path, expected):
     except ValueError as error:
         assert str(path) in str(error) and "\n" not in str(error)
         return "error"
-    got = [np.asarray(w) for w in bilm.weights]
+    got = [as_numpy(w) for w in bilm.weights]
     same = all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
     return "same" if same else "changed"
 

@@ -44,6 +44,7 @@ EXTRAS = {
     "tensorflow_text": "tensorflow",
     "jax": "jax",
     "jaxlib": "jax",
+    "torch": "torch",
     "apache_beam": "beam",
 }
 _verbose = False

@@ -223,8 +223,9 @@ class Progress:
 
 
 def select_keras_backend(choice):
-    """Sets `KERAS_BACKEND` for `--backend tensorflow|jax` (Keras reads it once, when first
-    imported); `keras` keeps the environment's. TensorFlow is imported with its logs hidden."""
+    """Sets `KERAS_BACKEND` for `--backend tensorflow|jax|torch` (Keras reads it once, when
+    first imported); `keras` keeps the environment's. TensorFlow is imported with its logs
+    hidden."""
     from elmo_keras.cli import import_tensorflow
     from elmo_keras.installs import BACKEND_EXTRAS, install_hint, is_installed
 
@@ -232,7 +233,7 @@ def select_keras_backend(choice):
         raise CommandError(
             f"--backend {choice}: {choice} is not installed: {install_hint(BACKEND_EXTRAS[choice])}"
         )
-    if choice in ("tensorflow", "jax"):
+    if choice in ("tensorflow", "jax", "torch"):
         loaded = sys.modules.get("keras")
         if loaded is not None and loaded.config.backend() != choice:
             raise CommandError(
@@ -243,3 +244,19 @@ def select_keras_backend(choice):
 
     if configured_backend() == "tensorflow":  # the environment's, else keras.json's
         import_tensorflow()
+
+
+def require_engine(command, engines, what_works):
+    """Raises a `CommandError` unless Keras will run on one of `engines` (`KERAS_BACKEND`, else
+    keras.json's; read without importing Keras), naming `what_works`.
+
+    Example: `require_engine("train", ("tensorflow", "jax"), "--backend jax or tensorflow")`
+    """
+    from elmo_keras.installs import configured_backend
+
+    backend = configured_backend()
+    if backend not in engines:
+        raise CommandError(
+            f"{command} runs on {' or '.join(engines)}, not on Keras' {backend!r} backend "
+            f"(KERAS_BACKEND): {what_works}"
+        )

@@ -62,11 +62,11 @@ def add_parser(subparsers):
     )
     parser.add_argument(
         "--backend",
-        choices=["keras", "tensorflow", "jax", "onnx"],
+        choices=["keras", "tensorflow", "jax", "torch", "onnx"],
         default="keras",
         help="keras: Keras on its configured backend (KERAS_BACKEND, else TensorFlow); "
-        "tensorflow or jax: Keras on that backend (the same vectors within 1e-5; what runs "
-        "where: `python -m pydoc elmo_keras.backend`); onnx: ONNX Runtime on an exported "
+        "tensorflow, jax or torch: Keras on that backend (the same vectors within 1e-5; what "
+        "runs where: `python -m pydoc elmo_keras.backend`); onnx: ONNX Runtime on an exported "
         "--model M.onnx "
         "(default: keras)",
     )

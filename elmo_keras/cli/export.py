@@ -3,7 +3,7 @@
 import pathlib
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import add_tokenization_argument, check_input_file
+from elmo_keras.cli._common import add_tokenization_argument, check_input_file, require_engine
 
 
 def add_parser(subparsers):
@@ -105,6 +105,9 @@ def run(args):
     # The export runs on TensorFlow; `[onnx]` brings it with the converter.
     extra = "tensorflow" if args.format == "savedmodel" else "onnx"
     require_module("tensorflow", f"--format {args.format}", extra)
+    require_engine(
+        "export", ("tensorflow",), "it traces the model there; set KERAS_BACKEND=tensorflow"
+    )
     from elmo_keras.export.writer import check_export_output, export_model  # noqa: PLC0415
 
     try:  # the output's problems are found before the slow work

@@ -11,7 +11,7 @@ import pathlib
 import sys
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import check_input_file, select_keras_backend
+from elmo_keras.cli._common import check_input_file, require_engine, select_keras_backend
 from elmo_keras.training.training_run import SETTINGS, TrainingRun
 
 
@@ -69,6 +69,8 @@ def run(args):
         if args.resume:
             args.backend = resume_backend(args.backend, args.output_dir)
         select_keras_backend(args.backend)
+        # Both trainers are TensorFlow's or JAX's: say so before the vocabulary is built.
+        require_engine("train", ("tensorflow", "jax"), "use --backend jax (or tensorflow)")
         gpu_flags = gpu_flags_on_cpu(args)
         if gpu_flags and not _has_gpu():  # it runs on the CPU: say what those flags do there
             for line in gpu_flags:

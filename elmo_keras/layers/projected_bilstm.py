@@ -9,14 +9,25 @@ from elmo_keras.layers.projected_lstm_cell import (
 from elmo_keras.validation import check_int, check_number, renamed_argument, renamed_attribute
 
 
-def tensorflow_path():
-    """`elmo_keras.layers.tf_fast_path` when TensorFlow is the Keras backend, else `None`: the
-    one way the core reaches TensorFlow-only code (imported only on that backend)."""
-    if keras.config.backend() != "tensorflow":
-        return None
-    from elmo_keras.layers import tf_fast_path  # noqa: PLC0415
+def fast_path():
+    """The running backend's fast inference path, or `None` where it has none: the one seam
+    between the `keras.ops` core and backend code, imported only on its backend.
 
-    return tf_fast_path
+    `elmo_keras.layers.tf_fast_path` on TensorFlow, `elmo_keras.layers.torch_fast_path` on
+    PyTorch. Both offer the same functions: `applies(layer, training, length_aware)`,
+    `packed_bilstm`, `distinct_tokens`, `embed_distinct_tokens` and `scan` (the core path's
+    recurrence on that backend).
+    """
+    backend = keras.config.backend()
+    if backend == "tensorflow":
+        from elmo_keras.layers import tf_fast_path  # noqa: PLC0415
+
+        return tf_fast_path
+    if backend == "torch":
+        from elmo_keras.layers import torch_fast_path  # noqa: PLC0415
+
+        return torch_fast_path
+    return None
 
 
 def reverse_by_length(x, lengths):
@@ -180,8 +191,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
             output = ops.where(keep, h_new, ops.zeros_like(h_new))
             return (ops.where(keep, h_new, h), ops.where(keep, c_new, c), t + 1), output
 
-        fast_path = tensorflow_path()
-        scan = fast_path.scan if fast_path else ops.scan
+        path = fast_path()
+        scan = path.scan if path else ops.scan
         start = ops.zeros((), "int32")
         (h, c, _), outputs = scan(step, (h, c, start), ops.transpose(z_input, (1, 0, 2)))
         return ops.transpose(outputs, (1, 0, 2)), h, c
@@ -238,9 +249,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
             state_c = ops.cast(initial_state[1], dtype)
         backward_inputs = inputs if backward_inputs is None else ops.cast(backward_inputs, dtype)
         length_aware = self.length_aware if length_aware is None else length_aware
-        fast_path = tensorflow_path()
-        if fast_path and fast_path.applies(training, length_aware):
-            outputs, state_h, state_c = fast_path.packed_bilstm(
+        path = fast_path()
+        if path and path.applies(self, training, length_aware):
+            outputs, state_h, state_c = path.packed_bilstm(
                 self, inputs, backward_inputs, lengths, state_h, state_c
             )
             return (outputs, state_h, state_c) if self.return_state else outputs

@@ -20,8 +20,9 @@ The core path's recurrence also comes here on TensorFlow, for one reason: `scan`
 needs to differentiate a loop (Keras 3.15's TensorFlow `scan` sets none, so training with
 `jit_compile=True` failed through it), with TensorFlow's default `parallel_iterations`.
 
-The core reaches this module through `projected_bilstm.tensorflow_path()`, which imports it only
-when the backend is TensorFlow: on another backend the layers and models import no TensorFlow.
+The core reaches this module through `projected_bilstm.fast_path()`, the seam it shares with
+`torch_fast_path`, which imports it only when the backend is TensorFlow: on another backend the
+layers and models import no TensorFlow.
 """
 
 import keras
@@ -35,9 +36,10 @@ import tensorflow as tf
 CHAR_CNN_CHUNK = 256
 
 
-def applies(training, length_aware):
-    """Whether a call takes this path: TensorFlow backend, `length_aware`, and `training` a
-    falsy Python value (a symbolic `training` tensor takes the core path)."""
+def applies(layer, training, length_aware):
+    """Whether a call of `layer` takes this path: TensorFlow backend, `length_aware`, and
+    `training` a falsy Python value (a symbolic `training` tensor takes the core path). The
+    path is differentiable, so trainable weights do not matter here (they do on PyTorch)."""
     return (
         bool(length_aware)
         and keras.config.backend() == "tensorflow"

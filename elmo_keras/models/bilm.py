@@ -3,7 +3,7 @@ from keras import ops
 
 from elmo_keras.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
-from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, tensorflow_path
+from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, fast_path
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
 from elmo_keras.models import bilm_vocabulary, bilm_weights, preset_folder
 from elmo_keras.models.bilm_inputs import parse_inputs
@@ -240,12 +240,12 @@ class BiLM(keras.Model):
                     f"Received: shape={tuple(char_ids.shape)}"
                 )
         length_aware = self.length_aware if length_aware is None else length_aware
-        fast_path = tensorflow_path()
-        fast = bool(fast_path) and fast_path.applies(training, length_aware)
+        path = fast_path()
+        fast = bool(path) and path.applies(self, training, length_aware)
         if fast and (token_rows is None or "int" in str(token_rows.dtype)):
             if token_index is None:
-                token_rows, token_index = fast_path.distinct_tokens(char_ids)
-            embedded, lengths = fast_path.embed_distinct_tokens(
+                token_rows, token_index = path.distinct_tokens(char_ids)
+            embedded, lengths = path.embed_distinct_tokens(
                 self.char_cnn, token_rows, token_index, bilm_vocabulary.boundary_ids(self)
             )
         else:

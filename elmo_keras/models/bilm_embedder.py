@@ -37,9 +37,11 @@ class BiLMEmbedder(Embedder):
     size or on its neighbours.
 
     On TensorFlow the function is a `tf.function` of the length-aware `BiLM` (the biLSTM only
-    over real positions). On JAX it is `jax.jit` of the model's `stateless_call`, and each
-    batch is padded to a bucketed shape (`TOKEN_BUCKETS`, powers of two for the distinct tokens
-    and rows) so that a long input compiles a few programs; `compiled_shapes` counts them.
+    over real positions); on PyTorch the same length-aware model runs eagerly under
+    `torch.inference_mode` (`elmo_keras.layers.torch_fast_path`). On JAX it is `jax.jit` of the
+    model's `stateless_call`, and each batch is padded to a bucketed shape (`TOKEN_BUCKETS`,
+    powers of two for the distinct tokens and rows) so that a long input compiles a few
+    programs; `compiled_shapes` counts them.
     Both give the same vectors (within 1e-5, tests/models/test_bilm_embedder.py).
 
     `embed`, `iter_embed` and `embed_text` come from `elmo_keras.embedder.Embedder`, shared
@@ -73,6 +75,8 @@ class BiLMEmbedder(Embedder):
             self._run = self._tensorflow_function()
         elif self.backend == "jax":
             self._run = self._jax_function()
+        elif self.backend == "torch":
+            self._run = self._torch_function()
         else:
             self._run = self._eager_function()
 
@@ -114,6 +118,17 @@ class BiLMEmbedder(Embedder):
             trainable = [v.value for v in bilm.trainable_variables]
             non_trainable = [v.value for v in bilm.non_trainable_variables]
             return np.asarray(run(trainable, non_trainable, ids, index))
+
+        return call
+
+    def _torch_function(self):
+        import torch  # noqa: PLC0415  (this backend only)
+
+        eager = self._eager_function()
+
+        def call(ids, index):
+            with torch.inference_mode():  # the biLM's fast path, no autograd bookkeeping
+                return eager(ids, index)
 
         return call
 

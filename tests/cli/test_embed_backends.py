@@ -1,6 +1,7 @@
-"""`elmo-keras embed --backend jax` writes what the TensorFlow backend writes (within 1e-5).
+"""`elmo-keras embed --backend jax` and `--backend torch` write what the TensorFlow backend
+writes (within 1e-5).
 
-The JAX run is a fresh process (Keras reads its backend once per process), started as a user
+Each run is a fresh process (Keras reads its backend once per process), started as a user
 starts the command; this test process runs the same command on TensorFlow.
 """
 
@@ -10,6 +11,7 @@ import sys
 
 import h5py
 import numpy as np
+import pytest
 
 from elmo_keras.cli import main
 
@@ -21,15 +23,17 @@ def _read(path):
         return {name: handle[name][...] for name in handle}
 
 
-def test_jax_backend_writes_the_same_hdf5(tmp_path, allennlp_fixture):
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_another_backend_writes_the_same_hdf5(tmp_path, allennlp_fixture, backend):
+    pytest.importorskip(backend)
     text = tmp_path / "in.txt"
     text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     model = ["--options", str(allennlp_fixture / "options.json")]
     model += ["--weights", str(allennlp_fixture / "lm_weights.hdf5")]
-    tf_out, jax_out = tmp_path / "tf.hdf5", tmp_path / "jax.hdf5"
+    tf_out, jax_out = tmp_path / "tf.hdf5", tmp_path / f"{backend}.hdf5"
     assert main(["embed", *model, "--input", str(text), "--output", str(tf_out)]) == 0
     code = "import sys; from elmo_keras.cli import main; sys.exit(main(sys.argv[1:]))"
-    argv = ["embed", "--backend", "jax", *model, "--input", str(text), "--output", str(jax_out)]
+    argv = ["embed", "--backend", backend, *model, "--input", str(text), "--output", str(jax_out)]
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
     result = subprocess.run(

@@ -58,3 +58,41 @@ def test_a_backend_flag_whose_backend_is_missing_names_it(
         f'pip install "elmo-keras[{backend}]"\n'
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_keras_backend_torch_without_torch_is_one_line(monkeypatch):
+    from elmo_keras.installs import require_keras_backend
+
+    monkeypatch.delitem(sys.modules, "keras")  # as before Keras' first import (restored after)
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if it were not installed
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    with pytest.raises(ModuleNotFoundError) as error:
+        require_keras_backend()
+    assert str(error.value) == (
+        "Keras is set to the 'torch' backend (KERAS_BACKEND or keras.json), which is not "
+        'installed: pip install "elmo-keras[torch]"'
+    )
+    assert missing_extra_message(ModuleNotFoundError("x", name="torch")) == (
+        'torch is not installed: pip install "elmo-keras[torch]"'
+    )
+
+
+def test_train_and_export_under_torch_name_what_works(tmp_path, capsys, monkeypatch):
+    """Both need TensorFlow or JAX: one line before any work (no vocabulary, no folder)."""
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    data = tmp_path / "data.txt"
+    data.write_text("the bank closed .\n", encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["train", "--train", str(data), "--output", str(out), "--steps", "1"]) == 2
+    assert capsys.readouterr().err == (
+        "elmo-keras train: error: train runs on tensorflow or jax, not on Keras' 'torch' "
+        "backend (KERAS_BACKEND): use --backend jax (or tensorflow)\n"
+    )
+    assert not out.exists()
+    args = ["export", "--preset", "tiny", "--format", "onnx", "--output", str(out)]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        "elmo-keras export: error: export runs on tensorflow, not on Keras' 'torch' backend "
+        "(KERAS_BACKEND): it traces the model there; set KERAS_BACKEND=tensorflow\n"
+    )
+    assert not out.exists()

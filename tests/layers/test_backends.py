@@ -19,6 +19,7 @@ from elmo_keras.layers import CharCNN, ProjectedBiLSTM, ScalarMix
 from tests import numpy_reference as ref
 from tests.layers.test_char_cnn import SMALL, layer_weights64, random_ids
 from tests.layers.test_scalar_mix import layers_and_mask
+from tests.test_case import as_numpy
 
 BACKEND = keras.config.backend()
 jax_only = pytest.mark.skipif(
@@ -56,24 +57,27 @@ def _module_level_imports(path):
 
 
 @pytest.mark.parametrize("module", NEUTRAL)
-def test_the_core_does_not_import_tensorflow(module):
-    assert "tensorflow" not in _module_level_imports(PACKAGE / module), (
-        f"{module} imports TensorFlow; use keras.ops (TensorFlow-only code goes to "
-        "elmo_keras/layers/tf_fast_path.py)"
+def test_the_core_does_not_import_tensorflow_or_torch(module):
+    imported = _module_level_imports(PACKAGE / module)
+    assert not {"tensorflow", "torch"} & imported, (
+        f"{module} imports a backend; use keras.ops (backend code goes to "
+        "elmo_keras/layers/tf_fast_path.py or torch_fast_path.py)"
     )
 
 
-def test_the_fast_path_is_the_one_tensorflow_module_of_the_layers():
-    with_tensorflow = sorted(
-        p.name for p in LAYERS.glob("*.py") if "tensorflow" in _module_level_imports(p)
-    )
-    assert with_tensorflow == ["tf_fast_path.py"]
+@pytest.mark.parametrize("engine, module", [("tensorflow", "tf"), ("torch", "torch")])
+def test_each_fast_path_is_the_one_module_of_the_layers_importing_its_backend(engine, module):
+    importing = sorted(p.name for p in LAYERS.glob("*.py") if engine in _module_level_imports(p))
+    assert importing == [f"{module}_fast_path.py"]
 
 
 def _message(owner, backend):
-    return re.escape(
-        f"`{owner}` needs the TensorFlow backend (KERAS_BACKEND=tensorflow); "
-        f"received backend '{backend}'"
+    # Where TensorFlow is not installed (the PyTorch pass blocks it) the line also names the
+    # extra that installs it.
+    return (
+        re.escape(f"`{owner}` needs the TensorFlow backend (KERAS_BACKEND=tensorflow)")
+        + r"( \(pip install \"elmo-keras\[tensorflow\]\"\))?"
+        + re.escape(f"; received backend '{backend}'")
     )
 
 
@@ -144,7 +148,7 @@ def test_scalar_mix_jit_stateless_call_matches_numpy_reference(do_layer_norm):
         expected = ref.scalar_mix(
             layers.astype(np.float64), mask, np.array(weights), gamma, do_layer_norm
         )
-        np.testing.assert_allclose(np.asarray(got), expected, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(as_numpy(got), expected, atol=1e-5, rtol=1e-5)
 
 
 @jax_only
@@ -162,7 +166,7 @@ def test_scalar_mix_jax_gradient_of_gamma_matches_numpy_reference():
         return jnp.sum(out * probe)
 
     grads = jax.jit(jax.grad(loss))([v.value for v in mix.trainable_variables])
-    assert np.all(np.asarray(grads[0]) != 0), "no gradient reached the mixing weights"
+    assert np.all(as_numpy(grads[0]) != 0), "no gradient reached the mixing weights"
     # The loss is linear in gamma: its gradient is the loss at gamma = 1.
     unit = ref.scalar_mix(layers.astype(np.float64), mask, np.array([0.5, 0.0, -1.0]), 1.0)
     np.testing.assert_allclose(float(grads[1]), float((unit * probe).sum()), rtol=1e-5)
@@ -183,7 +187,7 @@ def test_char_cnn_jit_stateless_call_matches_numpy_reference(activation):
     expected = ref.char_cnn(ids.reshape(-1, 50), emb, convs, highways, proj, activation)
     expected = expected.reshape(3, 4, 7)
     real = ids[..., 0] != 0
-    got = np.asarray(got)
+    got = as_numpy(got)
     np.testing.assert_allclose(got[real], expected[real], atol=1e-5, rtol=1e-5)
     np.testing.assert_array_equal(got[~real], 0.0)
 

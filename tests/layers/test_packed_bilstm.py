@@ -1,19 +1,26 @@
 """`ProjectedBiLSTM`'s packed (length-aware) inference path against its plain path.
 
 The plain path (`length_aware=False`, or `training=True`) is checked against the NumPy
-reference in test_projected_bilstm.py; here the packed path must give its numbers.
+reference in test_projected_bilstm.py; here the packed path must give its numbers. The
+running backend's fast path (`projected_bilstm.fast_path()`: TensorFlow's or PyTorch's) is
+the one tested; JAX has none and skips the file.
 """
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from elmo_keras.layers import ProjectedBiLSTM
+from elmo_keras.layers.projected_bilstm import fast_path
+from tests.test_case import as_numpy
 
-tf_fast_path = pytest.importorskip("elmo_keras.layers.tf_fast_path")
+FAST_PATH = fast_path()
 
-pytestmark = pytest.mark.tensorflow_only
+pytestmark = pytest.mark.skipif(
+    FAST_PATH is None, reason=f"no fast path on KERAS_BACKEND={keras.config.backend()}"
+)
+tensorflow_only = pytest.mark.tensorflow_only
+torch_only = pytest.mark.skipif(keras.config.backend() != "torch", reason="PyTorch's autograd")
 
 
 def make_pair(rng, units, proj, features, n_layers=2, **kwargs):
@@ -42,7 +49,7 @@ def random_batch(rng, lengths, features, steps=None):
 
 def assert_same(got, want, atol=1e-6):
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=atol, rtol=0)
+        np.testing.assert_allclose(as_numpy(g), as_numpy(w), atol=atol, rtol=0)
 
 
 @pytest.mark.parametrize(
@@ -73,13 +80,16 @@ def test_packed_equals_plain(seed, units, proj, features, lengths, skip, clip, w
     want = plain(x, mask=mask, initial_state=state)
     assert_same(got, want)
     for row in np.flatnonzero(np.array(lengths) == 0):  # no tokens: initial state, zeros out
-        np.testing.assert_array_equal(got[0].numpy()[row], 0.0)
+        np.testing.assert_array_equal(as_numpy(got[0])[row], 0.0)
         if with_state:
-            np.testing.assert_array_equal(got[1].numpy()[row], state[0][row])
-            np.testing.assert_array_equal(got[2].numpy()[row], state[1][row])
+            np.testing.assert_array_equal(as_numpy(got[1])[row], state[0][row])
+            np.testing.assert_array_equal(as_numpy(got[2])[row], state[1][row])
 
 
+@tensorflow_only
 def test_packed_in_a_graph_with_dynamic_shapes_and_backward_inputs():
+    import tensorflow as tf
+
     rng = np.random.default_rng(5)
     packed, plain = make_pair(rng, 12, 5, 4)
     spec = [tf.TensorSpec([None, None, 4]), tf.TensorSpec([None, None], tf.bool)] * 2
@@ -103,12 +113,16 @@ def test_windows_of_the_input_projection(monkeypatch):
     x, mask = random_batch(rng, [11, 3, 7, 0, 11], 3)
     want = plain(x, mask=mask)
     for elements in (1, 4 * 8 * 5 * 3):  # windows of 1 and 3 steps
-        monkeypatch.setattr(tf_fast_path, "WINDOW_ELEMENTS", elements)
+        monkeypatch.setattr(FAST_PATH, "WINDOW_ELEMENTS", elements)
         assert_same(packed(x, mask=mask), want)
 
 
+@tensorflow_only
 def test_packing_plan_layout():
     """Sorted longest first, balanced windows, step t's rows at offsets[t]:offsets[t+1]."""
+    import tensorflow as tf
+
+    tf_fast_path = FAST_PATH
     plan = tf_fast_path.packing_plan(tf.constant([2, 5, 0, 5, 1]), 6, 4)
     np.testing.assert_array_equal(plan["lengths"], [5, 5, 2, 1, 0])
     np.testing.assert_array_equal(tf.gather(plan["order"], plan["inverse"]), np.arange(5))
@@ -131,12 +145,15 @@ def test_a_sentence_alone_equals_it_inside_a_padded_batch():
     rng = np.random.default_rng(7)
     packed, _ = make_pair(rng, 12, 5, 4)
     x, mask = random_batch(rng, [2, 6, 4, 0], 4, steps=9)
-    together = packed(x, mask=mask)[0].numpy()
-    alone = packed(x[2:3, :4], mask=mask[2:3, :4])[0].numpy()
+    together = as_numpy(packed(x, mask=mask)[0])
+    alone = as_numpy(packed(x[2:3, :4], mask=mask[2:3, :4])[0])
     np.testing.assert_allclose(together[2:3, :, :4], alone, atol=1e-6, rtol=0)
 
 
+@tensorflow_only
 def test_training_takes_the_plain_path(monkeypatch):
+    import tensorflow as tf
+
     rng = np.random.default_rng(8)
     packed, plain = make_pair(rng, 8, 4, 3)
     x, mask = random_batch(rng, [3, 5, 1], 3)
@@ -151,7 +168,7 @@ def test_training_takes_the_plain_path(monkeypatch):
         return tape.gradient(loss, layer.trainable_weights)
 
     with monkeypatch.context() as patch:
-        patch.setattr(tf_fast_path, "packed_recurrence", not_here)
+        patch.setattr(FAST_PATH, "packed_recurrence", not_here)
         got = gradients(packed)
     want = gradients(plain)
     assert all(g is not None for g in got)
@@ -166,3 +183,48 @@ def test_length_aware_in_the_config():
     del config["length_aware"]  # a config saved before the argument existed
     assert ProjectedBiLSTM.from_config(config).length_aware is True
     assert keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+
+
+@torch_only
+def test_on_torch_the_fast_path_runs_only_where_no_gradient_is_tracked(monkeypatch):
+    """Trainable weights with autograd on take the core path (its gradients are the plain
+    layer's); under `torch.no_grad`, or with the weights frozen, the packed path runs."""
+    import torch
+
+    rng = np.random.default_rng(9)
+    packed, plain = make_pair(rng, 8, 4, 3)
+    x, mask = random_batch(rng, [3, 5, 1], 3)
+    runs = []
+    real = FAST_PATH.packed_bilstm
+    monkeypatch.setattr(FAST_PATH, "packed_bilstm", lambda *a: runs.append(1) or real(*a))
+
+    def gradients(layer):
+        outputs, h, c = layer(x, mask=mask)
+        loss = (outputs**2).sum() + h.sum() + c.sum()
+        return torch.autograd.grad(loss, [w.value for w in layer.trainable_weights])
+
+    got, want = gradients(packed), gradients(plain)
+    assert not runs
+    assert_same(got, want, atol=0)
+    with torch.no_grad():
+        assert_same(packed(x, mask=mask), plain(x, mask=mask))
+    assert len(runs) == 1
+    packed.trainable = False
+    assert_same(packed(x, mask=mask), plain(x, mask=mask))
+    assert len(runs) == 2
+
+
+@torch_only
+def test_torch_packing_plan_layout():
+    """Sorted longest first (stable), time-major: step t's rows at offsets[t]:offsets[t+1],
+    each packed row's batch row and its position read forward and backward."""
+    import torch
+
+    plan = FAST_PATH._packing_plan(torch.tensor([2, 5, 0, 5, 1]))
+    assert plan["counts"] == [4, 3, 2, 2, 2]
+    assert plan["offsets"] == [0, 4, 7, 9, 11, 13]
+    np.testing.assert_array_equal(as_numpy(plan["order"]), [1, 3, 0, 4, 2])
+    np.testing.assert_array_equal(as_numpy(plan["rows"])[:8], [1, 3, 0, 4, 1, 3, 0, 1])
+    np.testing.assert_array_equal(as_numpy(plan["positions"])[:8], [0, 0, 0, 0, 1, 1, 1, 2])
+    backward = as_numpy(plan["backward_positions"])[:8]
+    np.testing.assert_array_equal(backward, [4, 4, 1, 0, 3, 3, 0, 2])

@@ -3,7 +3,7 @@ import pytest
 
 from elmo_keras.layers import ScalarMix
 from tests import numpy_reference as ref
-from tests.test_case import run_layer_test
+from tests.test_case import as_numpy, run_layer_test
 
 
 def layers_and_mask(seed=0):
@@ -21,30 +21,30 @@ def test_scalar_mix_matches_bilm_tf_formula(do_layer_norm):
     mix = ScalarMix(
         3, do_layer_norm=do_layer_norm, initial_scalar_weights=[0.1, 0.3, 0.5], initial_gamma=1.1
     )
-    got = np.asarray(mix(layers, mask=mask))
+    got = as_numpy(mix(layers, mask=mask))
     expected = ref.scalar_mix(
         layers.astype(np.float64), mask, np.array([0.1, 0.3, 0.5]), 1.1, do_layer_norm
     )
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
     # A list of layers gives the same result as the stacked tensor.
-    as_list = np.asarray(mix([layers[:, j] for j in range(3)], mask=mask))
+    as_list = as_numpy(mix([layers[:, j] for j in range(3)], mask=mask))
     np.testing.assert_allclose(as_list, got, atol=1e-6)
 
 
 def test_scalar_mix_layer_norm_ignores_padding_values():
     layers, mask = layers_and_mask(1)
     mix = ScalarMix(3, do_layer_norm=True)
-    a = np.asarray(mix(layers, mask=mask))
+    a = as_numpy(mix(layers, mask=mask))
     noisy = layers.copy()
     noisy[~np.broadcast_to(mask[:, None, :], noisy.shape[:3])] = 1e3
-    b = np.asarray(mix(noisy, mask=mask))
+    b = as_numpy(mix(noisy, mask=mask))
     np.testing.assert_allclose(a[mask], b[mask], atol=1e-5)
 
 
 def test_scalar_mix_top_only_and_l2():
     layers, mask = layers_and_mask(2)
     mix = ScalarMix(3, use_top_only=True, initial_gamma=0.88)
-    np.testing.assert_allclose(np.asarray(mix(layers)), 0.88 * layers[:, -1], atol=1e-6)
+    np.testing.assert_allclose(as_numpy(mix(layers)), 0.88 * layers[:, -1], atol=1e-6)
     reg = ScalarMix(3, l2_coef=0.5, initial_scalar_weights=[1.0, 2.0, 0.0])
     reg(layers)
     np.testing.assert_allclose(float(sum(reg.losses)), 0.5 * (1 + 4), rtol=1e-6)
@@ -89,7 +89,7 @@ def test_scalar_mix_on_a_list_of_layers_without_a_mask():
     # Keras fills `mask` with one None per list entry: that is no mask.
     layers, _ = layers_and_mask(4)
     out = ScalarMix(3)([layers[:, j] for j in range(3)])
-    np.testing.assert_allclose(np.asarray(out), layers.mean(axis=1), atol=1e-6)
+    np.testing.assert_allclose(as_numpy(out), layers.mean(axis=1), atol=1e-6)
 
 
 def test_scalar_mix_on_a_list_of_layers_with_their_masks():
@@ -98,9 +98,9 @@ def test_scalar_mix_on_a_list_of_layers_with_their_masks():
     mix = ScalarMix(3, do_layer_norm=True)
     listed = mix([layers[:, j] for j in range(3)], mask=[mask] * 3)
     stacked = mix(layers, mask=mask)
-    np.testing.assert_allclose(np.asarray(listed), np.asarray(stacked), atol=1e-6)
+    np.testing.assert_allclose(as_numpy(listed), as_numpy(stacked), atol=1e-6)
     expected = ref.scalar_mix(layers.astype(np.float64), mask, np.zeros(3), 1.0, True)
-    np.testing.assert_allclose(np.asarray(listed), expected, atol=1e-5)
+    np.testing.assert_allclose(as_numpy(listed), expected, atol=1e-5)
 
 
 @pytest.mark.tensorflow_only  # the JAX twin is in test_backends.py
@@ -112,7 +112,7 @@ def test_scalar_mix_gradients_reach_both_weights():
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(mix(layers, mask=mask) * np.arange(6, dtype="float32"))
     grads = tape.gradient(loss, mix.trainable_weights)
-    assert all(np.any(np.asarray(g) != 0) for g in grads)
+    assert all(np.any(as_numpy(g) != 0) for g in grads)
 
 
 @pytest.mark.parametrize(

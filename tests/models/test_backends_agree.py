@@ -19,6 +19,7 @@ import pytest
 
 from elmo_keras.models import BiLM, BiLMEmbedder
 from elmo_keras.text import batch_to_char_ids
+from tests.test_case import as_numpy
 
 pytestmark = pytest.mark.tensorflow_only
 
@@ -115,7 +116,7 @@ def test_keras_file_saved_on_tensorflow_gives_the_same_outputs_on_jax(jax_run, n
     workdir, _, expected = jax_run
     got = np.load(workdir / "outputs_jax.npz")
     for key in ("activations", "state_h", "state_c"):
-        want = np.asarray(expected[name][key])
+        want = as_numpy(expected[name][key])
         np.testing.assert_allclose(got[f"{name}/{key}"], want, atol=TOLERANCE, rtol=0)
 
 
@@ -125,7 +126,7 @@ def test_keras_file_saved_on_jax_gives_the_same_outputs_on_tensorflow(jax_run):
     ids = batch_to_char_ids(SENTENCES)
     want = np.load(workdir / "jax_made.npz")["activations"]
     for length_aware in (True, False):  # the TensorFlow fast path and the core path
-        got = np.asarray(model(ids, length_aware=length_aware)["activations"])
+        got = as_numpy(model(ids, length_aware=length_aware)["activations"])
         np.testing.assert_allclose(got, want, atol=TOLERANCE, rtol=0)
 
 
@@ -152,7 +153,7 @@ def test_the_readme_example_on_jax_without_tensorflow_equals_tensorflows(jax_run
     got = np.load(workdir / "embed_jax.npz")
     elmo = ElmoEmbedding.from_preset("mini_en", input_type="sentences", dropout=0.0)
     want = elmo(tf_strings(["The bank raised its rates.", "We sat on the river bank."]))
-    np.testing.assert_allclose(got["front_door"], np.asarray(want), atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(got["front_door"], as_numpy(want), atol=TOLERANCE, rtol=0)
     np.testing.assert_array_equal(got["token_ids"], batch_to_char_ids([["The", "bank"], ["Hi"]]))
 
 

@@ -11,7 +11,12 @@ from elmo_keras.models import BiLM
 from elmo_keras.text import batch_to_char_ids, bos_char_ids, eos_char_ids
 from elmo_keras.weights import read_options, save_weights
 from tests import numpy_reference as ref
-from tests.test_case import check_keras_file_round_trip, run_layer_test
+from tests.test_case import (
+    as_numpy,
+    check_keras_file_round_trip,
+    run_layer_test,
+    without_autograd,
+)
 
 FIXTURES = {
     "bilm-tf": ("bilm_tf/model", "lm_embeddings_sentences.json"),
@@ -24,10 +29,13 @@ def fixture_model(fixtures_dir, name):
     return BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5"), folder
 
 
+@pytest.mark.parametrize("length_aware", [True, False])
 @pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_stateful_replay_matches_the_fixture(fixtures_dir, name):
-    """10 batches of 3 sentences, state carried per row through explicit state in/out."""
+def test_stateful_replay_matches_the_fixture(fixtures_dir, name, length_aware):
+    """10 batches of 3 sentences, state carried per row through explicit state in/out; on the
+    backend's fast path (TensorFlow's, PyTorch's without autograd) and on the core path."""
     bilm, folder = fixture_model(fixtures_dir, name)
+    bilm.length_aware = bilm.bilstm.length_aware = length_aware
     sentences = json.loads((folder / FIXTURES[name][1]).read_text())
     expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
     state = {}
@@ -35,11 +43,12 @@ def test_stateful_replay_matches_the_fixture(fixtures_dir, name):
     for i in range(10):
         batch = [sentences[k][i].split() for k in range(3)]
         ids = batch_to_char_ids(batch)
-        out = bilm({"char_ids": ids, **state})
-        stateless = np.asarray(bilm(ids)["activations"])[:, -1]
+        with without_autograd():
+            out = bilm({"char_ids": ids, **state})
+            stateless = as_numpy(bilm(ids)["activations"])[:, -1]
         state = {"state_h": out["state_h"], "state_c": out["state_c"]}
-        top = np.asarray(out["activations"])[:, -1]
-        np.testing.assert_array_equal(np.asarray(out["mask"]).sum(1), [len(s) for s in batch])
+        top = as_numpy(out["activations"])[:, -1]
+        np.testing.assert_array_equal(as_numpy(out["mask"]).sum(1), [len(s) for s in batch])
         for k in range(3):
             want = expected[k][str(i)][...]
             want = np.concatenate([want[0], want[1]], axis=-1)
@@ -60,10 +69,10 @@ def test_token_embeddings_match_allennlp(fixtures_dir):
     words = [w for w in words if w]
     expected = h5py.File(folder / "elmo_token_embeddings.hdf5", "r")["embedding"][...]
     assert len(words) == expected.shape[0] == 458
-    got = np.asarray(bilm.char_cnn(batch_to_char_ids([words])))[0]
+    got = as_numpy(bilm.char_cnn(batch_to_char_ids([words])))[0]
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
     # The model's own <S>/</S> vectors equal those of the literal tokens.
-    boundary = np.asarray(bilm.char_cnn(np.stack([bos_char_ids(), eos_char_ids()])[None]))[0]
+    boundary = as_numpy(bilm.char_cnn(np.stack([bos_char_ids(), eos_char_ids()])[None]))[0]
     np.testing.assert_allclose(
         boundary, expected[[words.index("<S>"), words.index("</S>")]], atol=1e-5
     )
@@ -93,12 +102,12 @@ def test_bilm_matches_numpy_reference_through_the_published_layout(fixtures_dir,
         layers, _ = ref.bilstm_sentence(tokens, cells, True, 0.5, 0.2)
         n = len(sentence)
         np.testing.assert_allclose(
-            np.asarray(out["token_embeddings"])[b, :n], tokens[1:-1], atol=1e-5
+            as_numpy(out["token_embeddings"])[b, :n], tokens[1:-1], atol=1e-5
         )
         np.testing.assert_allclose(
-            np.asarray(out["activations"])[b, 1:, :n], layers[:, 1:-1], atol=1e-5
+            as_numpy(out["activations"])[b, 1:, :n], layers[:, 1:-1], atol=1e-5
         )
-        np.testing.assert_array_equal(np.asarray(out["activations"])[b, :, n:], 0.0)
+        np.testing.assert_array_equal(as_numpy(out["activations"])[b, :, n:], 0.0)
 
 
 def _datasets(group, prefix=""):
@@ -112,14 +121,14 @@ def _datasets(group, prefix=""):
 def test_padding_invariance_every_layer_both_directions(fixtures_dir):
     bilm, _ = fixture_model(fixtures_dir, "allennlp")
     sentence = "The bank raised its interest rates .".split()
-    alone = np.asarray(bilm(batch_to_char_ids([sentence]))["activations"])[0]
+    alone = as_numpy(bilm(batch_to_char_ids([sentence]))["activations"])[0]
     batch = [
         ["A"],
         "In the spring the river burst its bank and the fields flooded .".split(),
         sentence,
         "Short one".split(),
     ]
-    inside = np.asarray(bilm(batch_to_char_ids(batch))["activations"])[2, :, : len(sentence)]
+    inside = as_numpy(bilm(batch_to_char_ids(batch))["activations"])[2, :, : len(sentence)]
     assert alone.shape == (3, len(sentence), 32)
     np.testing.assert_allclose(inside, alone, atol=1e-6, rtol=0)
 
@@ -131,11 +140,11 @@ def test_output_structure_and_empty_sentences(fixtures_dir):
     assert out["token_embeddings"].shape == (2, 3, 16)
     assert out["activations"].shape == (2, 3, 3, 32)
     assert out["state_h"].shape == (2, 2, 2, 16) and out["state_c"].shape == (2, 2, 2, 64)
-    np.testing.assert_array_equal(np.asarray(out["mask"]), [[True] * 3, [False] * 3])
-    np.testing.assert_array_equal(np.asarray(out["activations"])[1], 0.0)
-    layer0 = np.asarray(out["activations"])[0, 0]
-    np.testing.assert_array_equal(layer0[:, :16], np.asarray(out["token_embeddings"])[0])
-    np.testing.assert_array_equal(layer0[:, 16:], np.asarray(out["token_embeddings"])[0])
+    np.testing.assert_array_equal(as_numpy(out["mask"]), [[True] * 3, [False] * 3])
+    np.testing.assert_array_equal(as_numpy(out["activations"])[1], 0.0)
+    layer0 = as_numpy(out["activations"])[0, 0]
+    np.testing.assert_array_equal(layer0[:, :16], as_numpy(out["token_embeddings"])[0])
+    np.testing.assert_array_equal(layer0[:, 16:], as_numpy(out["token_embeddings"])[0])
 
 
 def test_keras_file_round_trip_is_identical(fixtures_dir, tmp_path):
@@ -185,8 +194,8 @@ def test_mixed_float16():
         dtype="mixed_float16",
     )
     out = mixed(ids)
-    assert out["activations"].dtype == "float16"
-    assert np.all(np.isfinite(np.asarray(out["activations"]).astype(np.float32)))
+    assert keras.backend.standardize_dtype(out["activations"].dtype) == "float16"
+    assert np.all(np.isfinite(as_numpy(out["activations"]).astype(np.float32)))
 
 
 def test_published_configuration_parameter_count():

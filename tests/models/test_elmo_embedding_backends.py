@@ -6,7 +6,7 @@ import pytest
 
 from elmo_keras.models import BiLM, ElmoEmbedding
 from elmo_keras.text import batch_to_char_ids
-from tests.test_case import check_keras_file_round_trip, run_layer_test
+from tests.test_case import as_numpy, check_keras_file_round_trip, run_layer_test
 
 SENTENCES = [["The", "bank", "of", "the", "river", "."], ["I", "read", "it"], ["Hi"]]
 
@@ -32,12 +32,12 @@ def test_output_is_the_mix_of_the_bilm_layers(allennlp_fixture, ids):
     mix = elmo.scalar_mixes[0]
     mix.scalar_weights.assign([0.3, -1.0, 2.0])
     mix.gamma.assign(0.7)
-    activations = np.asarray(elmo.bilm(ids)["activations"], np.float64)
+    activations = as_numpy(elmo.bilm(ids)["activations"], np.float64)
     weights = np.exp([0.3, -1.0, 2.0]) / np.exp([0.3, -1.0, 2.0]).sum()
     expected = 0.7 * np.einsum("l,bltd->btd", weights, activations)
-    np.testing.assert_allclose(np.asarray(elmo(ids)), expected, atol=1e-6)
+    np.testing.assert_allclose(as_numpy(elmo(ids)), expected, atol=1e-6)
     np.testing.assert_array_equal(
-        np.asarray(elmo.compute_mask(ids)),
+        as_numpy(elmo.compute_mask(ids)),
         [[True] * 6, [True] * 3 + [False] * 3, [True] + [False] * 5],
     )
 
@@ -77,9 +77,9 @@ def check_elmo_layer(bilm, inputs, output_shape, **kwargs):
 def test_frozen_bilm_runs_in_inference_mode(ids):
     bilm = _tiny_bilm(dropout=0.9)
     frozen = ElmoEmbedding(bilm, dropout=0.0)
-    np.testing.assert_array_equal(np.asarray(frozen(ids, training=True)), np.asarray(frozen(ids)))
+    np.testing.assert_array_equal(as_numpy(frozen(ids, training=True)), as_numpy(frozen(ids)))
     unfrozen = ElmoEmbedding(bilm, dropout=0.0, trainable_bilm=True)
-    assert not np.allclose(np.asarray(unfrozen(ids, training=True)), np.asarray(unfrozen(ids)))
+    assert not np.allclose(as_numpy(unfrozen(ids, training=True)), as_numpy(unfrozen(ids)))
 
 
 def test_keras_file_round_trip_on_char_ids(ids, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 from elmo_keras.models import BiLM
 from elmo_keras.models.elmo_embedding import ElmoEmbedding
 from elmo_keras.text import batch_to_char_ids, bos_char_ids, eos_char_ids
+from tests.test_case import as_numpy
 
 SENTENCES = [["The", "bank", "of", "the", "river", "."], ["I", "read", "it"], ["Hi"]]
 VOCAB = ["@@PADDING@@", "read", "The", "bank", "of", "the", "river", ".", "I", "it", "Hi", "x"]
@@ -23,13 +24,13 @@ def bilm(allennlp_fixture):
 
 def _activations(bilm, sentences, **kwargs):
     outputs = bilm(batch_to_char_ids(sentences), **kwargs)
-    return np.asarray(outputs["activations"], np.float64), np.asarray(outputs["mask"])
+    return as_numpy(outputs["activations"], np.float64), as_numpy(outputs["mask"])
 
 
 def test_scalar_mix_parameters_fix_the_mix_and_are_not_trained(bilm):
     parameters = [0.5, -1.0, 2.0]
     elmo = ElmoEmbedding(bilm, dropout=0.0, scalar_mix_parameters=parameters)
-    got = np.asarray(elmo(batch_to_char_ids(SENTENCES)))
+    got = as_numpy(elmo(batch_to_char_ids(SENTENCES)))
     layers, _ = _activations(bilm, SENTENCES)
     weights = np.exp(parameters) / np.exp(parameters).sum()  # float64 softmax
     np.testing.assert_allclose(got, np.einsum("l,blti->bti", weights, layers), atol=1e-6)
@@ -38,24 +39,24 @@ def test_scalar_mix_parameters_fix_the_mix_and_are_not_trained(bilm):
     clone = ElmoEmbedding.from_config(elmo.get_config())  # a new biLM: the config only
     clone.build()
     assert clone.get_config() == elmo.get_config() and clone.trainable_weights == []
-    np.testing.assert_array_equal(np.asarray(clone.scalar_mixes[0].scalar_weights), parameters)
+    np.testing.assert_array_equal(as_numpy(clone.scalar_mixes[0].scalar_weights), parameters)
 
 
 def test_scalar_mix_parameters_select_one_layer(bilm):
     elmo = ElmoEmbedding(bilm, dropout=0.0, scalar_mix_parameters=[-9e10, 1.0, -9e10])
     layers, _ = _activations(bilm, SENTENCES)
-    np.testing.assert_allclose(np.asarray(elmo(batch_to_char_ids(SENTENCES))), layers[:, 1])
+    np.testing.assert_allclose(as_numpy(elmo(batch_to_char_ids(SENTENCES))), layers[:, 1])
 
 
 def test_keep_sentence_boundaries_adds_s_and_end_positions(bilm):
     elmo = ElmoEmbedding(bilm, dropout=0.0, keep_sentence_boundaries=True)
     plain = ElmoEmbedding(bilm, dropout=0.0)
     ids = batch_to_char_ids(SENTENCES)
-    got, want = elmo(ids), np.asarray(plain(ids))
-    mask = np.asarray(got._keras_mask)
-    got = np.asarray(got)
+    got, want = elmo(ids), as_numpy(plain(ids))
+    mask = as_numpy(got._keras_mask)
+    got = as_numpy(got)
     assert got.shape == (3, 8, 32) and mask.tolist()[1] == [True] * 5 + [False] * 3
-    np.testing.assert_array_equal(mask, np.asarray(elmo.compute_mask(ids)))
+    np.testing.assert_array_equal(mask, as_numpy(elmo.compute_mask(ids)))
     for row, sentence in enumerate(SENTENCES):
         n = len(sentence)
         np.testing.assert_allclose(got[row, 1 : n + 1], want[row, :n], atol=1e-6)
@@ -64,8 +65,8 @@ def test_keep_sentence_boundaries_adds_s_and_end_positions(bilm):
     only_tokens = ElmoEmbedding(
         bilm, dropout=0.0, keep_sentence_boundaries=True, scalar_mix_parameters=[1, -9e10, -9e10]
     )
-    vectors = np.asarray(only_tokens(ids))
-    boundary = np.asarray(bilm.char_cnn(np.stack([bos_char_ids(), eos_char_ids()])))
+    vectors = as_numpy(only_tokens(ids))
+    boundary = as_numpy(bilm.char_cnn(np.stack([bos_char_ids(), eos_char_ids()])))
     np.testing.assert_allclose(vectors[:, 0, :16], np.repeat(boundary[:1], 3, 0), atol=1e-6)
     np.testing.assert_allclose(vectors[2, 2, 16:], boundary[1], atol=1e-6)  # "Hi" </S>
 
@@ -76,7 +77,7 @@ def test_keep_sentence_boundaries_mask_reaches_a_functional_lstm(bilm):
     model = keras.Model(inputs, keras.layers.LSTM(3, go_backwards=True)(elmo(inputs)))
     batch = model(batch_to_char_ids(SENTENCES))
     alone = model(batch_to_char_ids(SENTENCES[2:]))
-    np.testing.assert_allclose(np.asarray(batch)[2], np.asarray(alone)[0], atol=1e-5)
+    np.testing.assert_allclose(as_numpy(batch)[2], as_numpy(alone)[0], atol=1e-5)
 
 
 def test_vocab_to_cache_equals_the_char_cnn_path(bilm):
@@ -86,11 +87,11 @@ def test_vocab_to_cache_equals_the_char_cnn_path(bilm):
     ids = cached.word_ids(SENTENCES)
     assert ids[2].tolist() == [10, 0, 0, 0, 0, 0]
     for got, want in zip(cached(ids), plain(batch_to_char_ids(SENTENCES)), strict=True):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6, rtol=0)
-        np.testing.assert_array_equal(np.asarray(got._keras_mask), np.asarray(want._keras_mask))
+        np.testing.assert_allclose(as_numpy(got), as_numpy(want), atol=1e-6, rtol=0)
+        np.testing.assert_array_equal(as_numpy(got._keras_mask), as_numpy(want._keras_mask))
     # The cache holds the char CNN's output per word, and is not trained.
-    want = np.asarray(bilm.char_cnn(batch_to_char_ids([VOCAB])))[0]
-    np.testing.assert_allclose(np.asarray(cached.word_vectors), want, atol=1e-6)
+    want = as_numpy(bilm.char_cnn(batch_to_char_ids([VOCAB])))[0]
+    np.testing.assert_allclose(as_numpy(cached.word_vectors), want, atol=1e-6)
     assert cached.trainable_weights == [w for m in cached.scalar_mixes for w in m.weights]
 
 
@@ -99,13 +100,13 @@ def test_vocab_to_cache_keeps_boundaries_and_survives_a_keras_file(bilm, tmp_pat
     cached = ElmoEmbedding(bilm, vocab_to_cache=VOCAB, **kwargs)
     plain = ElmoEmbedding(bilm, **kwargs)
     ids = cached.word_ids(SENTENCES)
-    want = np.asarray(plain(batch_to_char_ids(SENTENCES)))
-    np.testing.assert_allclose(np.asarray(cached(ids)), want, atol=1e-6)
+    want = as_numpy(plain(batch_to_char_ids(SENTENCES)))
+    np.testing.assert_allclose(as_numpy(cached(ids)), want, atol=1e-6)
     inputs = keras.Input((None,), dtype="int32")
     model = keras.Model(inputs, cached(inputs))
     model.save(tmp_path / "cached.keras")
     loaded = keras.models.load_model(tmp_path / "cached.keras")
-    np.testing.assert_array_equal(np.asarray(loaded(ids)), np.asarray(model(ids)))
+    np.testing.assert_array_equal(as_numpy(loaded(ids)), as_numpy(model(ids)))
     np.testing.assert_allclose(loaded.predict(ids, verbose=0), want, atol=1e-6)  # in a graph
     assert loaded.layers[-1].get_config() == cached.get_config()
 
@@ -115,7 +116,7 @@ def test_a_saved_cache_is_loaded_not_computed_again(bilm, tmp_path, monkeypatch)
 
     cached = ElmoEmbedding(bilm, vocab_to_cache=VOCAB, dropout=0.0)
     ids = cached.word_ids(SENTENCES)
-    want = np.asarray(cached(ids))
+    want = as_numpy(cached(ids))
     cached.save_to_preset(tmp_path / "preset")
     calls = []
     original = elmo_embedding.cached_word_vectors
@@ -123,7 +124,7 @@ def test_a_saved_cache_is_loaded_not_computed_again(bilm, tmp_path, monkeypatch)
         elmo_embedding, "cached_word_vectors", lambda *a: calls.append(1) or original(*a)
     )
     loaded = ElmoEmbedding.from_preset(tmp_path / "preset")
-    np.testing.assert_array_equal(np.asarray(loaded(ids)), want)
+    np.testing.assert_array_equal(as_numpy(loaded(ids)), want)
     assert calls == []  # the char CNN did not run over the vocabulary again
 
 
@@ -156,4 +157,4 @@ def test_vocab_to_cache_built_by_a_first_call_inside_a_tf_function(bilm):
     ids = cached.word_ids(SENTENCES)
     got = tf.function(lambda x: cached(x))(ids)  # Keras builds the layer in the graph
     want = ElmoEmbedding(bilm, dropout=0.0)(batch_to_char_ids(SENTENCES))
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-6)
+    np.testing.assert_allclose(as_numpy(got), as_numpy(want), atol=1e-6)

@@ -5,11 +5,13 @@ loopback mirror), and `tf.data` under any Keras backend."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from elmo_keras.models import ElmoEmbedding, ElmoPreprocessor
 from elmo_keras.text import batch_to_char_ids, tokenize_python
 from tests.test_download import FileServer, serve_presets
+
+# TensorFlow string ops throughout; the PyTorch pass (no TensorFlow) skips the file.
+tf = pytest.importorskip("tensorflow")
 
 SENTENCES = ["The bank's rates rose, again.", "I read it", "Hi!"]
 

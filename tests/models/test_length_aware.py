@@ -1,18 +1,26 @@
 """`BiLM`'s length-aware inference (distinct tokens, packed biLSTM) and `BiLMEmbedder`.
 
 Expected numbers come from the plain path (`length_aware=False`), which test_bilm.py checks
-against the published fixtures and the NumPy reference.
+against the published fixtures and the NumPy reference. The running backend's fast path
+(`projected_bilstm.fast_path()`: TensorFlow's or PyTorch's) is the one tested; JAX has none
+and skips the file.
 """
 
+import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from elmo_keras.layers import tf_fast_path
+from elmo_keras.layers.projected_bilstm import fast_path
 from elmo_keras.models import BiLM, BiLMEmbedder
 from elmo_keras.text import batch_to_char_ids
+from tests.test_case import as_numpy
+from tests.test_case import without_autograd as inference
 
-pytestmark = pytest.mark.tensorflow_only
+FAST_PATH = fast_path()
+BACKEND = keras.config.backend()
+
+pytestmark = pytest.mark.skipif(FAST_PATH is None, reason=f"no fast path on {BACKEND}")
+
 
 CONFIG = {"lstm_units": 16, "projection_dim": 6, "filters": [(1, 4), (2, 6)], "n_highway": 1}
 SENTENCES = [
@@ -58,7 +66,7 @@ def assert_outputs_close(got, want, atol=1e-6):
     assert sorted(got) == sorted(want)
     for key in want:
         np.testing.assert_allclose(
-            np.asarray(got[key], np.float64), np.asarray(want[key], np.float64), atol=atol, rtol=0
+            as_numpy(got[key], np.float64), as_numpy(want[key], np.float64), atol=atol, rtol=0
         )
 
 
@@ -66,23 +74,28 @@ def assert_outputs_close(got, want, atol=1e-6):
 def test_length_aware_equals_plain(models, order):
     packed, plain = models
     ids = batch_to_char_ids([SENTENCES[i] for i in order])
-    assert_outputs_close(packed(ids), plain(ids))
+    with inference():
+        assert_outputs_close(packed(ids), plain(ids))
 
 
 def test_token_char_ids_form_equals_char_ids(models):
     packed, plain = models
     want = plain(batch_to_char_ids(SENTENCES))
     inputs = distinct_inputs(SENTENCES)
-    assert_outputs_close(packed(inputs), want)
-    assert_outputs_close(plain(inputs), want)  # the plain path takes this form too
-    nothing = {
-        "token_char_ids": np.zeros((0, 50), "int32"),
-        "token_index": np.full((2, 1), -1, "int32"),
-    }
-    for model in models:  # all sentences empty: no distinct token
-        assert model(nothing)["activations"].shape == (2, 3, 1, 12)
-    run = tf.function(lambda a, b: packed({"token_char_ids": a, "token_index": b}))
-    assert_outputs_close(run(inputs["token_char_ids"], inputs["token_index"]), want)
+    with inference():
+        assert_outputs_close(packed(inputs), want)
+        assert_outputs_close(plain(inputs), want)  # the plain path takes this form too
+        nothing = {
+            "token_char_ids": np.zeros((0, 50), "int32"),
+            "token_index": np.full((2, 1), -1, "int32"),
+        }
+        for model in models:  # all sentences empty: no distinct token
+            assert tuple(model(nothing)["activations"].shape) == (2, 3, 1, 12)
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        run = tf.function(lambda a, b: packed({"token_char_ids": a, "token_index": b}))
+        assert_outputs_close(run(inputs["token_char_ids"], inputs["token_index"]), want)
 
 
 def test_state_in_and_out(models):
@@ -94,21 +107,24 @@ def test_state_in_and_out(models):
         "state_c": rng.normal(size=(5, 2, 2, 16)).astype("float32"),
     }
     want = plain({"char_ids": ids, **state})
-    assert_outputs_close(packed({"char_ids": ids, **state}), want)
-    assert_outputs_close(packed({**distinct_inputs(SENTENCES), **state}), want)
+    with inference():
+        assert_outputs_close(packed({"char_ids": ids, **state}), want)
+        assert_outputs_close(packed({**distinct_inputs(SENTENCES), **state}), want)
 
 
 def test_char_cnn_in_chunks(models, monkeypatch):
     packed, plain = models
-    monkeypatch.setattr(tf_fast_path, "CHAR_CNN_CHUNK", 3)
+    monkeypatch.setattr(FAST_PATH, "CHAR_CNN_CHUNK", 3)
     ids = batch_to_char_ids(SENTENCES)
-    assert_outputs_close(packed(ids), plain(ids))
+    with inference():
+        assert_outputs_close(packed(ids), plain(ids))
 
 
 def test_a_sentence_alone_equals_it_in_a_padded_batch(models):
     packed, _ = models
-    alone = packed(batch_to_char_ids([SENTENCES[4]]))["activations"].numpy()[0]
-    inside = packed(batch_to_char_ids(SENTENCES))["activations"].numpy()[4, :, :2]
+    with inference():
+        alone = as_numpy(packed(batch_to_char_ids([SENTENCES[4]]))["activations"])[0]
+        inside = as_numpy(packed(batch_to_char_ids(SENTENCES))["activations"])[4, :, :2]
     np.testing.assert_allclose(inside, alone, atol=1e-6, rtol=0)
 
 
@@ -143,7 +159,7 @@ def test_embedder_equals_the_plain_model_sentence_by_sentence(models, embedder):
     for sentence, vectors in zip(SENTENCES, got, strict=True):
         assert vectors.shape == (3, len(sentence), 12) and vectors.dtype == np.float32
         if sentence:
-            want = plain(batch_to_char_ids([sentence]))["activations"].numpy()[0]
+            want = as_numpy(plain(batch_to_char_ids([sentence]))["activations"])[0]
             np.testing.assert_allclose(vectors, want, atol=1e-6, rtol=0)
     pairs = dict(embedder.iter_embed(SENTENCES))
     assert sorted(pairs) == list(range(len(SENTENCES)))
@@ -160,7 +176,7 @@ def test_embed_batch_sends_each_distinct_token_once(embedder, monkeypatch):
     assert len(calls) == 1
     ids, index = calls[0]
     assert ids.shape[0] == len({t for s in SENTENCES for t in s})
-    assert index.shape == (5, 8) and int(tf.reduce_min(index[1])) == -1
+    assert index.shape == (5, 8) and int(np.min(index[1])) == -1
     assert [a.shape[1] for a in arrays] == [len(s) for s in SENTENCES]
     assert [a.shape[1] for a in embedder.embed_batch([[], []])] == [0, 0]
 
@@ -186,6 +202,19 @@ def test_a_call_can_ask_for_the_plain_path(models, monkeypatch):
         raise AssertionError("the packed path ran")
 
     ids = batch_to_char_ids(SENTENCES)
-    monkeypatch.setattr(tf_fast_path, "embed_distinct_tokens", not_here)
-    monkeypatch.setattr(tf_fast_path, "packed_recurrence", not_here)
-    assert_outputs_close(packed(ids, length_aware=False), plain(ids), atol=0)
+    monkeypatch.setattr(FAST_PATH, "embed_distinct_tokens", not_here)
+    monkeypatch.setattr(FAST_PATH, "packed_bilstm", not_here)
+    with inference():
+        assert_outputs_close(packed(ids, length_aware=False), plain(ids), atol=0)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="PyTorch's embedder runs the model eagerly")
+def test_the_embedder_on_torch_takes_the_fast_path(models, monkeypatch):
+    calls = []
+    for name in ("embed_distinct_tokens", "packed_bilstm"):
+        real = getattr(FAST_PATH, name)
+        monkeypatch.setattr(
+            FAST_PATH, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a)
+        )
+    BiLMEmbedder(models[0]).embed_batch(SENTENCES)
+    assert calls == ["embed_distinct_tokens", "packed_bilstm"]

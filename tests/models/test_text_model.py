@@ -5,10 +5,12 @@ on NumPy str and bytes arrays, lists of str and `tf.data`; one line when text re
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from elmo_keras.models import ElmoEmbedding, TextModel
 from elmo_keras.models.text_model import as_keras_text
+
+# TensorFlow string ops throughout; the PyTorch pass (no TensorFlow) skips the file.
+tf = pytest.importorskip("tensorflow")
 
 pytestmark = pytest.mark.tensorflow_only
 

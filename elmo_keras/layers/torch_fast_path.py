@@ -1,0 +1,256 @@
+"""PyTorch's fast inference path for the biLM: `tf_fast_path`'s twin behind the same seam.
+
+The backend-neutral core (`ProjectedBiLSTM`, `BiLM`, written with `keras.ops`) runs its
+recurrence as `keras.ops.scan`, which on PyTorch is a Python loop of small operators over every
+position of the padded batch, with autograd bookkeeping at each one. At inference, with
+`length_aware`, and when no gradient can be asked for (`applies`), the layers call this module
+instead, through `projected_bilstm.fast_path()`, with the functions `tf_fast_path` offers:
+
+- `distinct_tokens` and `embed_distinct_tokens`: the char CNN once per distinct token of the
+  batch (`torch.unique` over the character ids), in chunks of `CHAR_CNN_CHUNK`, gathered back
+  to the positions with `<S>` and `</S>` around each sentence;
+- `packed_bilstm`: rows sorted by length, the real positions packed time-major (step `t`'s
+  rows are one contiguous slice), the input products of a window of steps in one matrix product,
+  step `t` computing only the rows still running, into preallocated outputs.
+
+The matrix products go through oneDNN with the weights packed once for it (`_Product`): on
+this project's AMD CPUs, PyTorch's MKL runs the step's small products (32 rows) at a tenth of
+oneDNN's speed. Everything runs under `torch.inference_mode`. The numbers are the core
+path's to float round-off (1e-6 in tests/layers/test_packed_bilstm.py and
+tests/models/test_length_aware.py, which run on both backends).
+
+Imported only when PyTorch is the Keras backend: on another backend nothing imports torch.
+"""
+
+import weakref
+
+import keras
+import numpy as np
+import torch
+
+# The char CNN runs over the distinct tokens at most this many at a time (as on TensorFlow).
+CHAR_CNN_CHUNK = 256
+
+# The input products of a window of steps hold at most this many gate inputs (32 MB of float32).
+WINDOW_ELEMENTS = 1 << 23
+
+
+def applies(layer, training, length_aware):
+    """Whether a call takes this path: `length_aware`, `training` falsy, and no gradient to
+    track (autograd off, or none of `layer`'s trainable weights requires one)."""
+    if not length_aware or training:
+        return False
+    if not torch.is_grad_enabled():
+        return True
+    return not any(v.value.requires_grad for v in layer.trainable_weights)
+
+
+def scan(step, init, xs):
+    """The core path's recurrence (training, autograd): `keras.ops.scan` as Keras runs it."""
+    return keras.ops.scan(step, init, xs)
+
+
+class _Product:
+    """`x @ kernel (+ bias)` with `kernel` packed once for oneDNN (float32 on the CPU), else a
+    plain `torch.addmm`. `plus(x, other)` is `x @ kernel + other`, fused where packed."""
+
+    def __init__(self, kernel, bias=None):
+        self.kernel, self.bias, self.packed = kernel, bias, None
+        if _ONEDNN and kernel.device.type == "cpu" and kernel.dtype == torch.float32:
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(kernel.t().contiguous(), None)
+
+    def __call__(self, x):
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise(
+                x.contiguous(), self.packed, self.bias, "none", [], ""
+            )
+        return x @ self.kernel if self.bias is None else torch.addmm(self.bias, x, self.kernel)
+
+    def plus(self, x, other):
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise.binary(
+                x.contiguous(), other.contiguous(), self.packed, None, "add"
+            )
+        return torch.addmm(other, x, self.kernel)
+
+
+_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+# A cell's packed products, by the id of its kernel tensor (dropped with the tensor), with the
+# weights' versions they were made from: `variable.assign` bumps a version, and the products
+# are made again.
+_PRODUCTS = {}
+
+
+def _products(cell, dtype):
+    """`(input, recurrent, projection)` `_Product`s of `cell` in `dtype`; the input product's
+    bias holds the forget bias, which the core adds at every step, and the gate products give
+    the gates in the order (input, forget, output, candidate)."""
+    weights = [
+        keras.ops.cast(w, dtype)
+        for w in (cell.kernel, cell.bias, cell.recurrent_kernel, cell.projection_kernel)
+    ]
+    # A cast to another dtype (a mixed policy) is a new tensor at every call: nothing to keep.
+    cacheable = not any(w.is_inference() for w in weights)
+    stamp = tuple((id(w), w._version) for w in weights) if cacheable else None
+    cached = _PRODUCTS.get(stamp[0][0]) if cacheable else None
+    if cached is not None and cached[1] == stamp:
+        return cached[2]
+    kernel, bias, recurrent_kernel, projection_kernel = (w.detach() for w in weights)
+    units = cell.lstm_units
+    bias = bias.clone()
+    bias[units : 2 * units] += cell.forget_bias
+    # Gate columns reordered (input, forget, output, candidate): one sigmoid over the first
+    # three blocks, one tanh over the last.
+    order = torch.cat([torch.arange(2 * units), torch.arange(3 * units, 4 * units)])
+    order = torch.cat([order, torch.arange(2 * units, 3 * units)]).to(kernel.device)
+    products = (
+        _Product(kernel[:, order], bias[order]),
+        _Product(recurrent_kernel[:, order]),
+        _Product(projection_kernel),
+    )
+    if cacheable:
+        key = stamp[0][0]
+        reference = weakref.ref(weights[0], lambda _: _PRODUCTS.pop(key, None))
+        _PRODUCTS[key] = (reference, stamp, products)
+    return products
+
+
+def distinct_tokens(char_ids):
+    """`[B, T, C]` -> `(token_char_ids, token_index)`, exact deduplication (`-1` marks
+    padding)."""
+    char_ids = torch.as_tensor(char_ids).to(torch.int32)
+    flat = char_ids.reshape(-1, char_ids.shape[-1])
+    distinct, index = torch.unique(flat, dim=0, return_inverse=True)
+    index = index.reshape(char_ids.shape[:2]).to(torch.int32)
+    return distinct, torch.where(char_ids[:, :, 0] != 0, index, -1)
+
+
+def embed_distinct_tokens(char_cnn, token_char_ids, token_index, boundaries):
+    """Token vectors `[B, T + 2, P]` with `<S>` and `</S>` around each sentence, the char CNN
+    run once per row of `token_char_ids` (and once per boundary), and the lengths `[B]`.
+
+    `token_index` `[B, T]` holds each position's row of `token_char_ids`, `-1` for padding;
+    `boundaries` `[2, width]` are the id rows of `<S>` and `</S>`.
+    """
+    token_char_ids = torch.as_tensor(token_char_ids).to(torch.int32)
+    token_index = torch.as_tensor(token_index).to(torch.int64)
+    device = token_char_ids.device
+    batch, steps = token_index.shape
+    lengths = (token_index >= 0).sum(dim=1)
+    boundaries = torch.as_tensor(np.asarray(boundaries), device=device)
+    with torch.inference_mode():
+        vectors = _chunked_char_cnn(
+            char_cnn, torch.cat([token_char_ids, boundaries.to(torch.int32)])
+        )
+        bos_row = token_char_ids.shape[0]
+        index = torch.full((batch, steps + 2), -1, dtype=torch.int64, device=device)
+        index[:, 0] = bos_row
+        index[:, 1 : steps + 1] = token_index
+        index[torch.arange(batch, device=device), lengths + 1] = bos_row + 1
+        embedded = vectors[index.clamp(min=0)] * (index >= 0)[:, :, None].to(vectors.dtype)
+    return embedded, lengths.to(torch.int32)
+
+
+def _chunked_char_cnn(char_cnn, ids):
+    """The char CNN over `ids` `[n, C]`, in balanced chunks of at most `CHAR_CNN_CHUNK` rows."""
+    n = ids.shape[0]
+    n_chunks = max(1, -(-n // CHAR_CNN_CHUNK))
+    size = max(1, -(-n // n_chunks))
+    return torch.cat([char_cnn(ids[start : start + size]) for start in range(0, n, size)])
+
+
+def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
+    """`ProjectedBiLSTM`'s two directions, packed by length.
+
+    Args:
+        bilstm: a built `ProjectedBiLSTM`.
+        inputs, backward_inputs: `[B, T, F]` in the compute dtype (natural order).
+        lengths: int `[B]`.
+        state_h, state_c: `[B, 2, n_layers, P]` and `[B, 2, n_layers, U]`.
+
+    Returns:
+        `(outputs [B, n_layers, T, 2P], state_h, state_c)` as the core path's.
+    """
+    with torch.inference_mode():
+        plan = _packing_plan(torch.as_tensor(lengths).to(torch.int64))
+        batch, steps = inputs.shape[0], inputs.shape[1]
+        p = bilstm.projection_dim
+        outputs = inputs.new_zeros((batch, bilstm.n_layers, steps, 2 * p))
+        final_h, final_c = state_h.clone(), state_c.clone()  # rows without tokens keep theirs
+        order, rows = plan["order"], plan["rows"]
+        directions = ((inputs, bilstm.forward_cells), (backward_inputs, bilstm.backward_cells))
+        for direction, (x, cells) in enumerate(directions):
+            positions = plan["backward_positions" if direction else "positions"]
+            layer_input = x[rows, positions]  # [N, F], packed time-major
+            for layer, cell in enumerate(cells):
+                h = state_h[order, direction, layer].contiguous()
+                c = state_c[order, direction, layer].contiguous()
+                out = _packed_recurrence(cell, layer_input, plan, h, c)
+                if layer > 0 and bilstm.use_skip_connections:
+                    out += layer_input
+                outputs[rows, layer, positions, direction * p : (direction + 1) * p] = out
+                final_h[order, direction, layer] = h
+                final_c[order, direction, layer] = c
+                layer_input = out
+    return outputs, final_h, final_c
+
+
+def _packing_plan(lengths):
+    """The batch laid out packed: rows sorted by length (longest first), time-major.
+
+    Returns a dict: `order` (the sort), `counts` and `offsets` (host ints: step `t`'s rows are
+    `offsets[t]:offsets[t] + counts[t]` of a packed `[N, ...]` tensor, the first `counts[t]`
+    sorted rows), and for each packed row its batch row `rows` and its position in natural
+    order (`positions`) and in each sentence's reversed order (`backward_positions`).
+    """
+    order = torch.argsort(lengths, descending=True, stable=True)
+    sorted_lengths = lengths[order]
+    longest = int(sorted_lengths[0]) if len(sorted_lengths) else 0
+    running = sorted_lengths[None, :] > torch.arange(longest, device=lengths.device)[:, None]
+    counts = running.sum(dim=1)
+    step, rank = torch.nonzero(running, as_tuple=True)  # time-major, running rows first
+    rows = order[rank]
+    counts = counts.tolist()
+    return {
+        "order": order,
+        "counts": counts,
+        "offsets": np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).tolist(),
+        "rows": rows,
+        "positions": step,
+        "backward_positions": lengths[rows] - 1 - step,
+    }
+
+
+def _packed_recurrence(cell, packed, plan, h, c):
+    """Runs `cell` over packed inputs `[N, F]` from sorted states `h`, `c` (updated in place:
+    after the loop each row holds its state after its last token). Returns `[N, P]`."""
+    counts, offsets = plan["counts"], plan["offsets"]
+    units = cell.lstm_units
+    input_product, recurrent, projection = _products(cell, packed.dtype)
+    outputs = packed.new_empty((packed.shape[0], cell.projection_dim))
+    budget = max(1, WINDOW_ELEMENTS // (4 * units))
+    start = 0
+    while start < len(counts):
+        end = start + 1  # a window of steps whose gate inputs fit the budget
+        while end < len(counts) and offsets[end + 1] - offsets[start] <= budget:
+            end += 1
+        z = input_product(packed[offsets[start] : offsets[end]])
+        for t in range(start, end):
+            n, first = counts[t], offsets[t] - offsets[start]
+            gates = recurrent.plus(h[:n], z[first : first + n])  # i, f, o, g (`_products`)
+            torch.sigmoid_(gates[:, : 3 * units])
+            torch.tanh_(gates[:, 3 * units :])
+            c_run = c[:n]
+            c_run.mul_(gates[:, units : 2 * units]).addcmul_(
+                gates[:, :units], gates[:, 3 * units :]
+            )
+            if cell.cell_clip is not None:
+                c_run.clamp_(-cell.cell_clip, cell.cell_clip)
+            h_new = projection(gates[:, 2 * units : 3 * units] * torch.tanh(c_run))
+            if cell.proj_clip is not None:
+                h_new.clamp_(-cell.proj_clip, cell.proj_clip)
+            h[:n] = h_new
+            outputs[offsets[t] : offsets[t] + n] = h_new
+        start = end
+    return outputs
