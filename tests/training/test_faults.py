@@ -359,7 +359,7 @@ def test_a_diverged_run_stops_with_one_line_and_publishes_nothing_nan(
     assert main(argv) == 1
     stage, line = _err_lines(capsys)  # "loading weights ...", then the failure
     assert line.startswith("elmo-keras export: error: weight file ")
-    assert "NaN or infinite values (a corrupted or diverged file)" in line
+    assert "NaN or infinite values as float32 (a corrupted or diverged file" in line
     assert not export.exists()
 
 
