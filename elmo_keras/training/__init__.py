@@ -6,8 +6,11 @@ TensorFlow or JAX, as the backend is) on first use. Public entry points: `train`
 `get_config`, `CONFIGS`, `wikitext2`, `build_vocabulary`, `evaluate_model`, `export_model`,
 `load_language_model`, `unigram_perplexity`.
 
-The modules, one concern each: `data` (text -> sentences), `windows` (sentences -> batches,
-tf.data, prefetching), `configs` (model configurations), `training_run` (the list of settings
+The modules, one concern each: `data` (text -> sentences), `tokenization` (`tokenize_lines`),
+`line_index` (the whole-text shuffle's index of line offsets), `long_line` and
+`streamed_sentence` (a line over 256 KiB streamed from its file), `file_changes` (a training
+file changed under the run), `windows` (sentences -> batches, tf.data, prefetching),
+`configs` (model configurations), `training_run` (the list of settings
 and `TrainingRun`), `run_folder` (a run's saved settings and checkpoints), `init_source` (where
 the weights start: `init_from`), `run_plan` (a new, started or resumed run resolved and
 checked), `model_setup` (the model and optimizer a run starts with), `trainer_base` (the loop,

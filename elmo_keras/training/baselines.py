@@ -3,12 +3,8 @@
 import collections
 import math
 
-from elmo_keras.training.data import (
-    TOKENIZATION_RENAMED,
-    expand_files,
-    iter_sentences,
-    no_other_arguments,
-)
+from elmo_keras.training.data import expand_files, iter_sentences
+from elmo_keras.training.tokenization import TOKENIZATION_RENAMED, no_other_arguments
 from elmo_keras.validation import renamed_argument
 
 

@@ -4,8 +4,9 @@ import numpy as np
 
 from elmo_keras.backend import keras_backend
 from elmo_keras.text.vocabulary import UNK_TOKEN
-from elmo_keras.training.data import TOKENIZATION_RENAMED, SentenceStream, no_other_arguments
+from elmo_keras.training.data import SentenceStream
 from elmo_keras.training.metrics import perplexity
+from elmo_keras.training.tokenization import TOKENIZATION_RENAMED, no_other_arguments
 from elmo_keras.training.windows import WindowPacker
 from elmo_keras.validation import check_int, renamed_argument
 

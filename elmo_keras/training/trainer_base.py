@@ -20,12 +20,13 @@ from elmo_keras.options import options_to_bilm_kwargs
 from elmo_keras.training.callbacks import TrainingCallbacks
 from elmo_keras.training.checkpoints import CheckpointWriteError, resume_hint, skipped_message
 from elmo_keras.training.configs import architecture_options, normalize_config
-from elmo_keras.training.data import TOKENIZATION_RENAMED, expand_files, no_other_arguments
+from elmo_keras.training.data import expand_files
 from elmo_keras.training.event_file import EventFileError
 from elmo_keras.training.finite import check_step, check_weights
 from elmo_keras.training.metrics import MetricsLogger
 from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
 from elmo_keras.training.stopping import StopRequests, stop_reason
+from elmo_keras.training.tokenization import TOKENIZATION_RENAMED, no_other_arguments
 from elmo_keras.training.training_run import SettingError, check_setting
 from elmo_keras.validation import check_int, renamed_argument
 

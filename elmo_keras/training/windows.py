@@ -37,8 +37,8 @@ class WindowPacker:
     is padded, and the stream stops after it.
 
     Args:
-        sentences: iterable of lists of str (or of `data.StreamedSentence`, a long line
-            read from its file a window at a time).
+        sentences: iterable of lists of str (or of `streamed_sentence.StreamedSentence`, a
+            long line read from its file a window at a time).
         vocabulary: `Vocabulary`. Targets outside it map to `<UNK>`.
         batch_size: int. Rows (the global batch).
         unroll_steps: int. Window length.
@@ -167,8 +167,8 @@ class WindowPacker:
 
 def _positions(tokens, start, most):
     """How many of the `most` positions from `start` a sentence still has (positions `0..n`
-    for `n` tokens): a list of tokens, or a `data.StreamedSentence` (a long line read from its
-    file a window at a time)."""
+    for `n` tokens): a list of tokens, or a `streamed_sentence.StreamedSentence` (a long line
+    read from its file a window at a time)."""
     if isinstance(tokens, list | tuple):
         return max(0, min(len(tokens) + 1 - start, most))
     return tokens.positions(start, most)
