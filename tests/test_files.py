@@ -15,16 +15,16 @@ import h5py
 import numpy as np
 import pytest
 
-from elmo_keras import files
+from elmo_keras import files, hdf5_writer
 from elmo_keras.files import (
     atomic_directory,
     atomic_file,
     check_output,
     check_writable,
     remove_stale,
-    write_datasets,
     write_text,
 )
+from elmo_keras.hdf5_writer import write_datasets
 
 
 def test_atomic_file_replaces_only_on_success(tmp_path):
@@ -102,13 +102,13 @@ class _DiskFillsUp:
 
 
 def _fill_disk_after(monkeypatch, budget):
-    original = files._Sink.__init__
+    original = hdf5_writer._Sink.__init__
 
     def init(self, path):
         original(self, path)
         self._file = _DiskFillsUp(self._file, budget)
 
-    monkeypatch.setattr(files._Sink, "__init__", init)
+    monkeypatch.setattr(hdf5_writer._Sink, "__init__", init)
 
 
 def _arrays(n=20, size=2000):
@@ -151,7 +151,7 @@ def test_a_failed_fsync_is_a_failed_write(tmp_path, monkeypatch):
     def fail(fd):
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(files.os, "fsync", fail)
+    monkeypatch.setattr(hdf5_writer.os, "fsync", fail)
     with pytest.raises(OSError, match=r"could not write .*out.hdf5: Input/output error"):
         write_datasets(tmp_path / "out.hdf5", _arrays(2))
     assert _names(tmp_path) == []
@@ -254,7 +254,7 @@ SIGNALLED_WRITE = textwrap.dedent(
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_while_writing_removes_the_temporary_output(tmp_path, kind, signum):
     # Issue 12, D6 and D10 (tests/runtime/test_reliability_embed.py and
-    # tests/export/test_writer.py kill real `embed` and `export` runs).
+    # tests/export/test_writer_interrupted.py kill real `embed` and `export` runs).
     output = tmp_path / "out"
     if kind == "file":
         output.write_text("old")

@@ -284,7 +284,7 @@ class _Counted:
 
 def run(args):
     from elmo_keras.cli._common import Progress, input_sentences, input_source
-    from elmo_keras.files import write_datasets
+    from elmo_keras.hdf5_writer import write_datasets
 
     check_arguments(args)
     input_source(args.input)  # missing, a folder or a device: one line, nothing read

