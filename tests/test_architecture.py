@@ -70,6 +70,7 @@ TF_FREE = [
     "elmo_keras.text.vocabulary",
     "elmo_keras.runtime",
     "elmo_keras.runtime.onnx_embedder",
+    "elmo_keras.runtime.onnx_metadata",
     "elmo_keras.weights",
 ]
 # The one upward import, by string, for older code (`elmo_keras.layers.ElmoEmbedding`).

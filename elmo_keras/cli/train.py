@@ -56,7 +56,8 @@ def _training_run(args):
 
 
 def run(args):
-    from elmo_keras.training.training_run import FLAGS, SettingError
+    from elmo_keras.training.setting_error import SettingError
+    from elmo_keras.training.training_run import FLAGS
 
     try:
         run = _training_run(args)  # every setting checked before anything is imported

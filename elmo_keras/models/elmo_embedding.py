@@ -161,7 +161,7 @@ class ElmoEmbedding(keras.layers.Layer):
         )
         self.keep_sentence_boundaries = bool(keep_sentence_boundaries)
         self.scalar_mix_parameters = check_mix_parameters(scalar_mix_parameters, bilm.n_layers + 1)
-        self._freeze_or_unfreeze_bilm()
+        set_bilm_trainable(self.bilm, self.trainable_bilm)
         self._word_index = None
         self._restoring = False  # set by `build_from_config`: the saved cache is loaded next
         self.sentence_mask = None
@@ -185,9 +185,6 @@ class ElmoEmbedding(keras.layers.Layer):
                 keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=f"dropout_{k}")
             )
 
-    def _freeze_or_unfreeze_bilm(self):
-        set_bilm_trainable(self.bilm, self.trainable_bilm)
-
     @property
     def output_dim(self):
         """The size of each output vector: `2 * projection_dim`."""
@@ -197,7 +194,7 @@ class ElmoEmbedding(keras.layers.Layer):
         if not self.bilm.built:
             self.bilm.build((None, None, self.bilm.max_characters_per_token))
         # Again after building: variables made after `trainable` was set start trainable.
-        self._freeze_or_unfreeze_bilm()
+        set_bilm_trainable(self.bilm, self.trainable_bilm)
         if self.vocab_to_cache is not None and not hasattr(self, "word_vectors"):
             self.word_vectors = self.add_weight(
                 name="word_vectors",

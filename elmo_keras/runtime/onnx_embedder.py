@@ -15,19 +15,13 @@ Two input forms (the model's `input_form` metadata; models without it take `char
 """
 
 import json
-import re
 
 import numpy as np
 
 from elmo_keras.batching import as_sentences
 from elmo_keras.embedder import Embedder
-from elmo_keras.options import LIMITS
-from elmo_keras.text.char_ids import (
-    MAX_CHARACTERS_PER_TOKEN,
-    batch_to_char_ids,
-    distinct_token_ids,
-)
-from elmo_keras.text.token_dictionary import TokenDictionary
+from elmo_keras.runtime.onnx_metadata import model_dictionary, model_sizes, read_metadata
+from elmo_keras.text.char_ids import batch_to_char_ids, distinct_token_ids
 from elmo_keras.validation import check_int
 
 # ONNX Runtime's run option that returns the arena's free memory to the system after a call.
@@ -108,7 +102,7 @@ class OnnxEmbedder(Embedder):
         if self.shrink_arena_every and "CPUExecutionProvider" in self._session.get_providers():
             self._shrink_options = onnxruntime.RunOptions()
             self._shrink_options.add_run_config_entry(ARENA_SHRINKAGE, "cpu:0")
-        self._metadata = dict(self._session.get_modelmeta().custom_metadata_map)
+        self._metadata = read_metadata(self._session)
         self._input_names = [value.name for value in self._session.get_inputs()]
         self._outputs = {value.name: value for value in self._session.get_outputs()}
         if "token_char_ids" in self._input_names and "token_index" in self._input_names:
@@ -121,15 +115,15 @@ class OnnxEmbedder(Embedder):
                 "`token_index`; was it written by `elmo_keras.export.export_onnx`? Received "
                 f"inputs: {self._input_names} in model_path={self.model_path!r}"
             )
-        self._check_sizes()
-        self._dictionary = None  # a model with its own dictionaries (ELMoForManyLangs)
-        if "char_vocabulary" in self._metadata:
-            words = self._metadata.get("word_vocabulary")
-            self._dictionary = TokenDictionary(
-                json.loads(self._metadata["char_vocabulary"]),
-                None if words is None else json.loads(words),
-                self._max_characters,
-            )
+        inputs = {value.name: value for value in self._session.get_inputs()}
+        sizes = model_sizes(self.model_path, self._metadata, inputs, self._outputs)
+        self._n_layers = sizes["n_layers"]
+        self._projection_dim = sizes["projection_dim"]
+        self._lstm_units = sizes["lstm_units"]
+        self._max_characters = sizes["max_characters_per_token"]
+        self._id_width = sizes["id_width"]  # the columns of a token's id row
+        # A model with its own dictionaries (ELMoForManyLangs), else None (byte ids).
+        self._dictionary = model_dictionary(self._metadata, self._max_characters)
         self._layer_outputs = ["word_emb"] + [
             f"lstm_outputs{k}" for k in range(1, self._n_layers + 1)
         ]
@@ -139,52 +133,6 @@ class OnnxEmbedder(Embedder):
                 f"The ONNX model lacks the outputs {missing}. Received outputs: "
                 f"{sorted(self._outputs)} in model_path={self.model_path!r}"
             )
-
-    def _check_sizes(self):
-        """The model's sizes from its metadata, each checked within the options' limits and
-        against the graph (the number of `lstm_outputs{k}` outputs, the static sizes of
-        `word_emb`, `state_c` and the character input): a disagreement is one `ValueError`
-        line naming the file, the key and both values. Without metadata, the graph's."""
-        inputs = {value.name: value for value in self._session.get_inputs()}
-        characters = inputs.get("char_ids") or inputs.get("token_char_ids")
-        # A model with a word vocabulary (ELMoForManyLangs) ends each id row with the word id.
-        word_column = int("word_vocabulary" in self._metadata)
-        width = _static(characters)
-        layers = [n for n in self._outputs if re.fullmatch(r"lstm_outputs[1-9]\d*", n)]
-        graph = {  # key: (the graph's value or None, where the graph says it)
-            "n_layers": (len(layers), "its lstm_outputs{k} outputs"),
-            "projection_dim": (_static(self._outputs.get("word_emb")), "word_emb's last axis"),
-            "lstm_units": (_static(inputs.get("state_c")), "state_c's last axis"),
-            "max_characters_per_token": (
-                None if width is None else width - word_column,
-                "the character input's last axis" + (" less the word id" if word_column else ""),
-            ),
-        }
-        sizes = {}
-        for key, (found, where) in graph.items():
-            raw = self._metadata.get(key)
-            if raw is None:
-                default = MAX_CHARACTERS_PER_TOKEN if key == "max_characters_per_token" else None
-                sizes[key] = found or default
-                continue
-            minimum, limit = _SIZE_LIMITS[key]
-            value = int(raw) if re.fullmatch(r"\d{1,9}", raw.strip()) else None
-            if value is None or not minimum <= value <= limit:
-                raise ValueError(
-                    f"ONNX model {self.model_path}: metadata `{key}` must be an integer in "
-                    f"[{minimum}, {limit:,}]. Received: {raw!r}"
-                )
-            if found is not None and value != found:
-                raise ValueError(
-                    f"ONNX model {self.model_path}: metadata `{key}` is {value}, but the graph "
-                    f"has {found} ({where}); the metadata does not describe this graph"
-                )
-            sizes[key] = value
-        self._n_layers = sizes["n_layers"]
-        self._projection_dim = sizes["projection_dim"]
-        self._lstm_units = sizes["lstm_units"]
-        self._max_characters = sizes["max_characters_per_token"]
-        self._id_width = self._max_characters + word_column  # the columns of a token's id row
 
     @property
     def n_layers(self):
@@ -381,25 +329,6 @@ class OnnxEmbedder(Embedder):
             f"max_tokens={self.max_tokens}, input_form={self._input_form!r}, "
             f"n_layers={self._n_layers}, projection_dim={self._projection_dim})"
         )
-
-
-# The smallest and largest value of each size in the metadata: the options' limits.
-_SIZE_LIMITS = {
-    "n_layers": (1, LIMITS["lstm.n_layers"]),
-    "projection_dim": (1, LIMITS["lstm.projection_dim"]),
-    "lstm_units": (1, LIMITS["lstm.dim"]),
-    "max_characters_per_token": (3, LIMITS["char_cnn.max_characters_per_token"]),
-}
-
-
-def _static(value, axis=-1):
-    """The size of `value`'s (a graph input or output) axis when the graph fixes it, else
-    None (a named dynamic axis, or no such input or output)."""
-    shape = getattr(value, "shape", None)
-    if not shape or len(shape) <= (axis if axis >= 0 else -axis - 1):
-        return None
-    size = shape[axis]
-    return size if isinstance(size, int) and size > 0 else None
 
 
 def _open_session(onnxruntime, model_path, **kwargs):

@@ -11,7 +11,8 @@ The modules, one concern each: `data` (text -> sentences), `tokenization` (`toke
 `streamed_sentence` (a line over 256 KiB streamed from its file), `file_changes` (a training
 file changed under the run), `windows` (sentences -> batches, tf.data, prefetching),
 `configs` (model configurations), `training_run` (the list of settings
-and `TrainingRun`), `run_folder` (a run's saved settings and checkpoints), `init_source` (where
+and `TrainingRun`), `setting_error` (a setting's wrong value, named by field or flag),
+`run_folder` (a run's saved settings and checkpoints), `init_source` (where
 the weights start: `init_from`), `run_plan` (a new, started or resumed run resolved and
 checked), `model_setup` (the model and optimizer a run starts with), `trainer_base` (the loop,
 evaluation and output both trainers share), `trainer` (TensorFlow: the `tf.distribute` step),

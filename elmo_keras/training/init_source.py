@@ -24,7 +24,7 @@ from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.configs import architecture_options, get_config, normalize_config
 from elmo_keras.training.model_files import SOFTMAX_FILE, VOCAB_FILE
 from elmo_keras.training.run_folder import CONFIG_FILE, load_run
-from elmo_keras.training.training_run import SettingsConflict, escaped
+from elmo_keras.training.setting_error import SettingsConflict, escaped
 
 KINDS = ("run", "preset", "files")
 

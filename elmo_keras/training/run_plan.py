@@ -31,14 +31,8 @@ from elmo_keras.training.run_folder import (
     text_fingerprint,
     vocabulary_sha256,
 )
-from elmo_keras.training.training_run import (
-    CONFIG_KEYS,
-    NEW_RUN_DEFAULTS,
-    SAVED_KEYS,
-    SettingError,
-    SettingsConflict,
-    escaped,
-)
+from elmo_keras.training.setting_error import SettingError, SettingsConflict, escaped
+from elmo_keras.training.training_run import CONFIG_KEYS, NEW_RUN_DEFAULTS, SAVED_KEYS
 
 # `TrainingRun` fields that set a configuration key (`training_run.SETTINGS`).
 FLAG_KEYS = CONFIG_KEYS

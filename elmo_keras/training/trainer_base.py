@@ -25,9 +25,10 @@ from elmo_keras.training.event_file import EventFileError
 from elmo_keras.training.finite import check_step, check_weights
 from elmo_keras.training.metrics import MetricsLogger
 from elmo_keras.training.run_folder import CHECKPOINTS, LOGS
+from elmo_keras.training.setting_error import SettingError
 from elmo_keras.training.stopping import StopRequests, stop_reason
 from elmo_keras.training.tokenization import TOKENIZATION_RENAMED, no_other_arguments
-from elmo_keras.training.training_run import SettingError, check_setting
+from elmo_keras.training.training_run import check_setting
 from elmo_keras.validation import check_int, renamed_argument
 
 

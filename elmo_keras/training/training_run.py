@@ -9,8 +9,8 @@ arguments (`legacy_training_run`) and the new-run defaults of the resumable sett
 (`NEW_RUN_DEFAULTS`). `check_setting` is the one check of a value, also used by
 `Trainer.fit`.
 
-A wrong value is a `SettingError` (a `ValueError`) whose message names the setting: as the
-field (`` `batch_size` ``) in Python, as the flag (`--batch-size`) on the command line
+A wrong value is a `SettingError` (`elmo_keras.training.setting_error`) whose message names
+the setting: as the field in Python, as the flag on the command line
 (`SettingError.message(FLAGS)`). Pure Python (no TensorFlow, no Keras).
 """
 
@@ -22,54 +22,10 @@ import warnings
 from elmo_keras.text.pretokenize import TOKENIZATION_MODES
 from elmo_keras.training.configs import CONFIGS, MAX_BATCH_SIZE
 from elmo_keras.training.distribute import STRATEGIES
+from elmo_keras.training.setting_error import SettingError, escaped
 from elmo_keras.validation import check_choice, check_int, check_number
 
 _NOT_SAVED = object()
-
-
-def escaped(text):
-    """`text` for a `SettingError` template: its braces are not placeholders."""
-    return str(text).replace("{", "{{").replace("}", "}}")
-
-
-class SettingError(ValueError):
-    """A setting's wrong value, or settings that do not go together, in one line.
-
-    Args:
-        template: str. The message, with `{field}` placeholders naming `TrainingRun` fields.
-        conflicts: list of `(field, text)` appended after the template (`SettingsConflict`).
-    """
-
-    def __init__(self, template, conflicts=()):
-        self.template = template
-        self.conflicts = list(conflicts)
-        super().__init__(self.message())
-
-    def message(self, names=None):
-        """The message with `names` (`{field: label}`, e.g. `FLAGS`) for the fields."""
-        labels = _Labels(names or {})
-        text = self.template.format_map(labels)
-        if self.conflicts:
-            listed = "; ".join(f"{labels[field]} {what}" for field, what in self.conflicts)
-            text = f"{text}: {listed}"
-        return text
-
-
-class SettingsConflict(SettingError):
-    """Settings that disagree with the saved run (`resume`) or the `init_from` source: the
-    template, then every conflict as `(field, text)`."""
-
-
-class _Labels(dict):
-    def __init__(self, names):
-        super().__init__()
-        self.names = names
-
-    def __missing__(self, field):
-        if field.endswith("__bare"):  # `name=value` in "Received: ...": no backticks
-            field = field.removesuffix("__bare")
-            return self.names.get(field, field)
-        return self.names.get(field, f"`{field}`")
 
 
 @dataclasses.dataclass(frozen=True)
