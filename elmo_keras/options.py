@@ -132,12 +132,14 @@ class _Reader:
         return value
 
 
-def options_to_bilm_kwargs(options, source="options"):
+def options_to_bilm_kwargs(options, source="options", n_characters=N_CHARACTERS):
     """Checks a bilm-tf options dict and returns the matching `BiLM` keyword arguments.
 
     Args:
         options: dict. The parsed `options.json`.
         source: str. What to call the options in error messages (e.g. the file's path).
+        n_characters: int. The character ids the model takes: bilm-tf's 262, or, for a model
+            with its own character dictionary (ELMoForManyLangs), the dictionary's size + 1.
 
     Returns:
         A dict of `BiLM` keyword arguments.
@@ -147,8 +149,17 @@ def options_to_bilm_kwargs(options, source="options"):
         raise ValueError(f"{source} must be a JSON object. Received: {type(options).__name__}")
     lstm = read.section(options, "lstm")
     cnn = read.section(options, "char_cnn")
-    n_characters = read.integer(cnn, "n_characters", "char_cnn.", default=N_CHARACTERS)
-    if n_characters == N_CHARACTERS - 1:
+    expected, n_characters = (
+        n_characters,
+        read.integer(cnn, "n_characters", "char_cnn.", default=n_characters),
+    )
+    if expected != N_CHARACTERS:  # the model's own character dictionary
+        if n_characters != expected:
+            raise ValueError(
+                f"{source} has char_cnn.n_characters={n_characters}; the model's character "
+                f"dictionary gives {expected} ids (its characters and 1 padding id)."
+            )
+    elif n_characters == N_CHARACTERS - 1:
         raise ValueError(
             f"{source} has char_cnn.n_characters={n_characters}, the value bilm-tf uses while "
             f"training. A trained model is used with {N_CHARACTERS}: id 0 becomes a padding "
@@ -156,7 +167,7 @@ def options_to_bilm_kwargs(options, source="options"):
             f"'char_embed'. Set \"n_characters\": {N_CHARACTERS} in the options file (the "
             "weight file stays as it is)."
         )
-    if n_characters != N_CHARACTERS:
+    elif n_characters != N_CHARACTERS:
         raise ValueError(
             f"{source} has char_cnn.n_characters={n_characters}; ELMo's character vocabulary "
             f"is {N_CHARACTERS} ids at inference (256 bytes, 5 special ids, 1 padding id)."
@@ -266,8 +277,9 @@ def parse_json(text, source):
         raise ValueError(f"{source} holds a number Python does not read ({reason})") from None
 
 
-def read_options(path):
-    """Reads a bilm-tf `options.json` and returns it as a dict, checked."""
+def read_options(path, n_characters=N_CHARACTERS):
+    """Reads a bilm-tf `options.json` and returns it as a dict, checked (`n_characters`: as
+    `options_to_bilm_kwargs` takes it)."""
     path = pathlib.Path(path)
     check_regular_file(path, "options file", "a JSON file")  # a FIFO would wait forever
     try:
@@ -275,7 +287,7 @@ def read_options(path):
     except UnicodeDecodeError as error:
         raise ValueError(f"options file {path} is not UTF-8 text: {error.reason}") from None
     options = parse_json(text, f"options file {path}")
-    options_to_bilm_kwargs(options, source=f"options file {path}")
+    options_to_bilm_kwargs(options, source=f"options file {path}", n_characters=n_characters)
     return options
 
 

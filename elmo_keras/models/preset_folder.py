@@ -54,6 +54,7 @@ from elmo_keras.presets import (
     resolve_efml_preset,
     resolve_preset,
 )
+from elmo_keras.text.char_ids import N_CHARACTERS
 from elmo_keras.weights import load_weights, read_weight_arrays, save_weights
 
 CONFIG_FILE = "config.json"
@@ -246,10 +247,15 @@ def checked_architecture(config, folder, kwargs):
     """
     config_path = pathlib.Path(folder) / CONFIG_FILE
     options_path = find_model_files(folder)[0]
-    architecture = options_to_bilm_kwargs(read_options(options_path))
     saved = config["config"]
+    # A model with its own character dictionary (ELMoForManyLangs) takes that many ids.
+    characters = saved.get("char_vocabulary")
+    n_characters = N_CHARACTERS if characters is None else len(characters) + 1
+    architecture = options_to_bilm_kwargs(
+        read_options(options_path, n_characters), n_characters=n_characters
+    )
     source = f"preset config {config_path}"
-    from_config = _through_limits(saved, architecture, source)
+    from_config = _through_limits(saved, architecture, source, n_characters)
     for key, value in architecture.items():
         if from_config[key] != value:
             raise ValueError(
@@ -260,12 +266,12 @@ def checked_architecture(config, folder, kwargs):
     overridden = sorted(set(kwargs) & set(architecture))
     if overridden:
         source = f"{source} with the arguments {overridden}"
-        architecture = _through_limits(kwargs, architecture, source)
+        architecture = _through_limits(kwargs, architecture, source, n_characters)
     check_fits(FLOAT_BYTES * bilm_parameters(architecture), "its weights", source)
     return {**saved, **kwargs, **architecture}
 
 
-def _through_limits(values, architecture, source):
+def _through_limits(values, architecture, source, n_characters):
     """`architecture` (`BiLM` arguments) with the keys of `values` replaced, checked as an
     options file's are (`options_to_bilm_kwargs`, errors naming `source`)."""
     given = {key: values.get(key, value) for key, value in architecture.items()}
@@ -276,7 +282,7 @@ def _through_limits(values, architecture, source):
             f"{source}: `filters` must be a list of [width, count] pairs. "
             f"Received: {given['filters']!r}"
         ) from None
-    return options_to_bilm_kwargs(options, source)
+    return options_to_bilm_kwargs(options, source, n_characters)
 
 
 def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **kwargs):
