@@ -28,10 +28,11 @@ TEST_WORKERS ?= 2
 JAX_TESTS := tests/layers tests/models tests/test_weights.py tests/training/test_jax_steps.py \
 	tests/training/test_evaluation.py
 
-# The third runs the layers, the models and the weight files on Keras' PyTorch backend, in
+# The third runs the layers, the models, the weight files and the AllenNLP drop-in
+# (`elmo_keras.allennlp`) on Keras' PyTorch backend, in
 # processes where importing TensorFlow or JAX fails (tests/conftest.py blocks them), as for a
 # user of `pip install "elmo-keras[torch]"`.
-TORCH_TESTS := tests/layers tests/models tests/test_weights.py
+TORCH_TESTS := tests/layers tests/models tests/test_weights.py tests/allennlp
 
 test: lint
 	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
