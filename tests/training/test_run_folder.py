@@ -1,6 +1,7 @@
 """Run folders (issue 30): one run per folder, no model overwritten, and `--resume` checks the
 training text and the vocabulary it started with. Real processes where a race is the point."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -46,11 +47,10 @@ with lock_run(sys.argv[1]):
 """
 
 
-def test_a_run_folder_is_locked_for_the_life_of_its_run(tmp_path, capsys):
-    """Issue 30, point 5: a second run (new or `--resume`) on a folder that a live run holds is
-    refused in one line naming the holder, before it writes anything; once the holder is gone,
-    even by SIGKILL, the folder is free again."""
-    folder = tmp_path / "run"
+@contextlib.contextmanager
+def run_lock_held(folder):
+    """A live process holding `folder`'s run lock (as a training run does) for the block; it is
+    SIGKILLed at the end, so the lock is released as by a crash."""
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, str(folder)],
         cwd=ROOT,
@@ -60,15 +60,24 @@ def test_a_run_folder_is_locked_for_the_life_of_its_run(tmp_path, capsys):
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        argv = ["train", "--train", DATA, "--output", str(folder), "--config", "tiny"]
+        yield holder
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+
+
+def test_a_run_folder_is_locked_for_the_life_of_its_run(tmp_path, capsys):
+    """Issue 30, point 5: a second run (new or `--resume`) on a folder that a live run holds is
+    refused in one line naming the holder, before it writes anything; once the holder is gone,
+    even by SIGKILL, the folder is free again."""
+    folder = tmp_path / "run"
+    argv = ["train", "--train", DATA, "--output", str(folder), "--config", "tiny"]
+    with run_lock_held(folder) as holder:
         assert main([*argv, "--steps", "1"]) == 1
         err = capsys.readouterr().err.strip()
         assert f"{folder} is used by another training run (process {holder.pid} on" in err, err
         assert len(err.splitlines()) == 1
         assert sorted(p.name for p in folder.iterdir()) == [".run.lock"]  # nothing written
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(timeout=30)
     assert main([*argv, "--steps", "1", "--batch-size", "2"]) == 0
     assert (folder / "lm_weights.hdf5").is_file()
 

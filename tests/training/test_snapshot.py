@@ -13,7 +13,7 @@ import h5py
 import pytest
 
 from elmo_keras.cli import main
-from tests.training.test_run_folder import _HOLDER, DATA, ROOT
+from tests.training.test_run_folder import DATA, ROOT, run_lock_held
 
 
 @pytest.fixture(scope="module")
@@ -52,23 +52,12 @@ def test_snapshot_writes_only_a_models_files_and_respects_the_run_lock(run, tmp_
     own = tmp_path / "run"
     shutil.copytree(run, own)
     snapshot = ["snapshot", "--run", str(own), "--output"]
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(own)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with run_lock_held(own) as holder:
         before = _files(own)
         assert main([*snapshot, str(own), "--overwrite", "--checkpoint", "ckpt-1"]) == 1
         err = capsys.readouterr().err.strip()
         assert f"{own} is used by another training run (process {holder.pid} on" in err, err
         assert len(err.splitlines()) == 1 and _files(own) == before
-    finally:
-        holder.kill()
-        holder.wait(timeout=30)
     other = tmp_path / "other"
     shutil.copytree(run, other)
     before = _files(other)
