@@ -23,10 +23,10 @@ import jax
 import numpy as np
 
 from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.common.stopping import StopRequests
 from elmo_keras.training.configs import get_config
-from elmo_keras.training.data import build_vocabulary
-from elmo_keras.training.jax_trainer import JaxTrainer
-from elmo_keras.training.stopping import StopRequests
+from elmo_keras.training.feed.data import build_vocabulary
+from elmo_keras.training.jax.jax_trainer import JaxTrainer
 
 WORDS = 793_471  # the published model's softmax
 TOKENS = 20

@@ -30,10 +30,10 @@ def main():
     import tensorflow as tf
 
     from elmo_keras.text.vocabulary import Vocabulary
+    from elmo_keras.training.common.model_setup import make_language_model
     from elmo_keras.training.configs import get_config
-    from elmo_keras.training.data import SentenceStream
-    from elmo_keras.training.model_setup import make_language_model
-    from elmo_keras.training.windows import WindowPacker
+    from elmo_keras.training.feed.data import SentenceStream
+    from elmo_keras.training.feed.windows import WindowPacker
 
     path = f"{args.base}:elmo_keras/models/language_model.py"
     source = subprocess.check_output(["git", "show", path], cwd=ROOT, text=True)

@@ -38,8 +38,8 @@ import common
 def _child(path, batch_size, unroll_steps, batches):
     """Runs in the fresh process: packs the batches; prints one JSON line."""
     from elmo_keras.text.vocabulary import Vocabulary
-    from elmo_keras.training.data import SentenceStream, WindowPacker
-    from elmo_keras.training.tokenization import tokenize_lines
+    from elmo_keras.training.feed.data import SentenceStream, WindowPacker
+    from elmo_keras.training.feed.tokenization import tokenize_lines
 
     tokenize_lines(["the tokenizer loaded before the clock starts"])
     vocabulary = Vocabulary(["<S>", "</S>", "<UNK>", "the", "of", "and", "a", "in"])

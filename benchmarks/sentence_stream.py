@@ -36,8 +36,8 @@ WIKITEXT_TRAIN = common.WIKITEXT_DIR / "train.raw.txt"
 
 def _child(mode, path):
     """Runs in the fresh process: two epochs of `mode`; prints one JSON line."""
-    from elmo_keras.training.data import SentenceStream
-    from elmo_keras.training.tokenization import tokenize_lines
+    from elmo_keras.training.feed.data import SentenceStream
+    from elmo_keras.training.feed.tokenization import tokenize_lines
 
     tokenize_lines(["the backend and tokenizer loaded before the clock starts"])
     shuffle, buffer = MODES[mode]

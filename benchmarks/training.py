@@ -38,7 +38,7 @@ def _data():
 
 def _vocabulary(size):
     from elmo_keras.text.vocabulary import Vocabulary
-    from elmo_keras.training.data import build_vocabulary
+    from elmo_keras.training.feed.data import build_vocabulary
 
     vocab = build_vocabulary(_data(), max_size=size)
     extra = [f"<filler{i}>" for i in range(size - len(vocab))]  # tiny corpora: pad to `size`
@@ -54,7 +54,7 @@ def _trainer_step(trainer, vocabulary, config):
     """One optimizer step on the next real window: returns the step's token count."""
     import tensorflow as tf
 
-    from elmo_keras.training.data import SentenceStream, WindowPacker
+    from elmo_keras.training.feed.data import SentenceStream, WindowPacker
 
     packer = WindowPacker(
         SentenceStream(_data(), shuffle=False),
@@ -103,7 +103,7 @@ def bench(name, vocabulary, batch_size, samples, steps, jit_compile=False):
     import keras
 
     from elmo_keras.training.configs import get_config
-    from elmo_keras.training.trainer import Trainer
+    from elmo_keras.training.tf.trainer import Trainer
 
     gc.collect()
     keras.backend.clear_session()  # the previous row's graphs and weights

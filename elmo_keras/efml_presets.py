@@ -1,11 +1,11 @@
 """ELMoForManyLangs' 44 published models as presets: `efml_<language>` (`efml_chinese`, ...).
 
-Each language is one zip on the NLPL vectors repository (EFML's README, HIT-SCIR/
-ELMoForManyLangs at b3de5f1), fetched once into the cache (`elmo_keras.download.cached_path`;
+Each language is one zip on the NLPL vectors repository (EFML's README, HIT-SCIR/ELMoForManyLangs
+at b3de5f1), fetched once into the cache (`elmo_keras.file_io.download.cached_path`;
 `$ELMO_KERAS_MIRROR` replaces the base URL as for AllenNLP's models: the same relative paths,
-`11/<id>.zip`) and unpacked once into the cache's `unpacked/` folder. Only the model's own
-files are taken from the archive (`config.json`, the dictionaries, the two `.pkl` files, a
-network config), from the one folder that holds `encoder.pkl`, never by a path that leaves it.
+`11/<id>.zip`) and unpacked once into the cache's `unpacked/` folder. Only the model's own files are
+taken from the archive (`config.json`, the dictionaries, the two `.pkl` files, a network config),
+from the one folder that holds `encoder.pkl`, never by a path that leaves it.
 
 The architecture is pinned: every published model is EFML's bundled network
 (`elmo_keras.efml.PUBLISHED_NETWORK`), which most archives do not hold and which is supplied
@@ -18,9 +18,9 @@ Plain Python (no TensorFlow).
 import pathlib
 import zipfile
 
-from elmo_keras.download import DownloadError, cached_path
 from elmo_keras.efml import PUBLISHED_NETWORK, WEIGHT_FILES, network_config
-from elmo_keras.files import atomic_directory
+from elmo_keras.file_io.download import DownloadError, cached_path
+from elmo_keras.file_io.files import atomic_directory
 
 NLPL_URL = "http://vectors.nlpl.eu/repository/"
 PREFIX = "efml_"

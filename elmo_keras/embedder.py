@@ -6,7 +6,7 @@ No TensorFlow, no Keras, no ONNX Runtime: `elmo_keras.runtime.OnnxEmbedder` buil
 import numpy as np
 
 from elmo_keras import batching
-from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, tokenize_python
+from elmo_keras.text.tokenization import DEFAULT_TOKENIZATION_MODE, tokenize_python
 from elmo_keras.validation import check_int
 
 
@@ -136,7 +136,7 @@ class Embedder:
         Args:
             texts: list of str. Untokenized sentences.
             mode: str. `"punctuation"` or `"whitespace"` (see
-                `elmo_keras.text.pretokenize.tokenize_python`). Defaults to `"punctuation"`, the
+                `elmo_keras.text.tokenization.tokenize_python`). Defaults to `"punctuation"`, the
                 split of every elmo-keras entry point (`DEFAULT_TOKENIZATION_MODE`).
 
         Returns:

@@ -22,7 +22,7 @@ import math
 import numbers
 import pathlib
 
-from elmo_keras.files import write_text
+from elmo_keras.file_io.files import write_text
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 from elmo_keras.validation import check_regular_file
 

@@ -3,7 +3,7 @@
 `resolve_preset(preset)` turns a name or a folder into the local `(options_path, weights_path)`
 that `elmo_keras.models.BiLM.from_bilm_tf` reads. A published model is downloaded once into the
 cache
-(`elmo_keras.download.cached_path`: `$ELMO_KERAS_CACHE`, else `~/.cache/elmo-keras`) from
+(`elmo_keras.file_io.download.cached_path`: `$ELMO_KERAS_CACHE`, else `~/.cache/elmo-keras`) from
 AllenNLP's base URL, or from `$ELMO_KERAS_MIRROR` when it is set (the same relative paths under
 another `http(s)://` or `file://` URL, or under a local folder). `find_model_files(folder)` is the
 one place that decides which files of a folder are the biLM (`elmo-keras embed --model`,
@@ -18,9 +18,9 @@ import os
 import pathlib
 
 from elmo_keras import efml_presets
-from elmo_keras.download import URL_SCHEME, DownloadError, cached_path, default_cache_dir
 from elmo_keras.efml import is_efml_folder
-from elmo_keras.file_switch import settle_folder
+from elmo_keras.file_io.download import URL_SCHEME, DownloadError, cached_path, default_cache_dir
+from elmo_keras.file_io.file_switch import settle_folder
 from elmo_keras.options import read_options
 
 BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
@@ -150,7 +150,7 @@ def resolve_preset(preset, cache_dir=None, progress=True):
             `.hdf5` weight file (an `elmo-keras train` output; see `find_model_files`). A name
             wins over a folder of that name: write `./tiny` for the folder.
         cache_dir: path or None. Where downloads go; defaults to
-            `elmo_keras.download.default_cache_dir()`.
+            `elmo_keras.file_io.download.default_cache_dir()`.
         progress: bool. A download progress bar on a terminal. Defaults to `True`.
 
     Returns:
@@ -159,7 +159,7 @@ def resolve_preset(preset, cache_dir=None, progress=True):
     Raises:
         ValueError: an unknown name that is not a folder either; lists the known names (and
             the closest one).
-        elmo_keras.download.DownloadError: a download failed, or the options of a published
+        elmo_keras.file_io.download.DownloadError: a download failed, or the options of a published
             name are not its published architecture (`check_architecture`).
 
     Example:

@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from elmo_keras.hdf5_writer import CHECKSUM, crc32, write_datasets
+from elmo_keras.file_io.hdf5_writer import CHECKSUM, crc32, write_datasets
 from elmo_keras.options import (  # noqa: F401  (public in this module since 0.1.0)
     options_to_bilm_kwargs,
     read_options,

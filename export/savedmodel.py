@@ -7,7 +7,7 @@ elmo-keras, and runs in TF Serving (whose C++ loader restores the variables into
 Signatures (the inputs and outputs of the TF-Hub ELMo module, so its users can switch):
 
 - `default` (also `serving_default`, the one TF Serving runs when a request names none):
-  `sentences` string `[B]`, untokenized; split in the graph (`elmo_keras.text.tokenizer`) as
+  `sentences` string `[B]`, untokenized; split in the graph (`elmo_keras.text.tf_tokenization`) as
   every elmo-keras entry point splits ("mat." -> "mat" "."), or, exported with
   `tokenization_mode="whitespace"`, on whitespace only as TF-Hub's module does.
 - `tokens`: `tokens` string `[B, T]` plus `sequence_len` int32 `[B]`; positions at or past a
@@ -43,8 +43,8 @@ import types
 
 import tensorflow as tf
 
-from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE as DEFAULT_MODE
-from elmo_keras.text.pretokenize import check_mode
+from elmo_keras.text.tokenization import DEFAULT_TOKENIZATION_MODE as DEFAULT_MODE
+from elmo_keras.text.tokenization import check_mode
 
 SIGNATURE_NAMES = ("default", "tokens", "char_ids", "char_ids_with_state")
 # TF Serving runs `serving_default` when a request names no signature; it is `default`.
@@ -125,7 +125,7 @@ class ElmoServingModule(tf.Module):
         scalar_mix: `elmo_keras.layers.ScalarMix` or `None`. The mix behind the `elmo` output.
             Defaults to `None`, uniform weights and gamma 1.
         tokenization_mode: str. The split of the `default` signature: `"punctuation"` (the
-            split of every elmo-keras entry point, see `elmo_keras.text.tokenizer.tokenize`)
+            split of every elmo-keras entry point, see `elmo_keras.text.tf_tokenization.tokenize`)
             or `"whitespace"` (the TF-Hub module's). Defaults to `"punctuation"`.
         use_tensorflow_text: bool. Split with tensorflow-text's `RegexSplitWithOffsets` op
             (then loading needs `import tensorflow_text` first) instead of core TensorFlow
@@ -233,7 +233,7 @@ class ElmoServingModule(tf.Module):
 
     def _default(self, sentences):
         from elmo_keras.text.tf_char_ids import tokens_to_char_ids  # noqa: PLC0415
-        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
+        from elmo_keras.text.tf_tokenization import tokenize  # noqa: PLC0415
 
         tokens = tokenize(
             sentences,

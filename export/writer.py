@@ -1,8 +1,8 @@
 """Write a complete export folder atomically: SavedModel, ONNX models, options and a manifest.
 
 Everything is written into a temporary folder next to the output and renamed into place at the
-end (`elmo_keras.files.atomic_directory`), so an export that fails (or is interrupted) leaves
-nothing half-written, and an existing output is only replaced when asked to and only if it is
+end (`elmo_keras.file_io.files.atomic_directory`), so an export that fails (or is interrupted)
+leaves nothing half-written, and an existing output is only replaced when asked to and only if it is
 an earlier export (`check_export_output`). SIGTERM removes the staging folder before exiting;
 one left by SIGKILL is removed by the next export to the same output.
 
@@ -29,9 +29,9 @@ import os
 import pathlib
 import time
 
-from elmo_keras.files import atomic_directory, check_output, check_writable
-from elmo_keras.output_access import check_replaceable, read_marker
-from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE
+from elmo_keras.file_io.files import atomic_directory, check_output, check_writable
+from elmo_keras.file_io.output_access import check_replaceable, read_marker
+from elmo_keras.text.tokenization import DEFAULT_TOKENIZATION_MODE
 
 FORMATS = ("savedmodel", "onnx")
 SAVEDMODEL_DIR = "savedmodel"

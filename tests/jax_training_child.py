@@ -33,7 +33,7 @@ class _NoTensorFlow(importlib.abc.MetaPathFinder):
 
 def _trainer(job, **kwargs):
     from elmo_keras.text.vocabulary import Vocabulary
-    from elmo_keras.training.jax_trainer import JaxTrainer
+    from elmo_keras.training.jax.jax_trainer import JaxTrainer
 
     vocabulary = Vocabulary.load(job["vocab"])
     return JaxTrainer(job["config"], vocabulary, seed=job["seed"], **kwargs)
@@ -98,7 +98,7 @@ def _initial(job):
 
 def train_run(job, workdir):
     from elmo_keras.training.pipeline import train
-    from elmo_keras.training.training_run import TrainingRun
+    from elmo_keras.training.run.training_run import TrainingRun
 
     summary = train(TrainingRun(**job["run"]))
     return {"train": summary["train"]}

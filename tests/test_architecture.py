@@ -6,13 +6,13 @@ imports inside functions (a lazy import is still a dependency) and imports by a 
 packages above it too (importing `elmo_keras.layers.char_cnn` runs `elmo_keras/layers/
 __init__.py`). The floors, lowest first (docs/architecture.md):
 
-0. `elmo_keras` itself, `backend`, `installs`, `validation`, `files`, `output_access`, `memory`,
-   `batching`, `embedder`, `options`, `download`, `presets`, `text`, `runtime`, `weights` (the hdf5
+0. `elmo_keras` itself, `backend`, `installs`, `validation`, `file_io`, `memory`,
+   `batching`, `embedder`, `options`, `presets`, `text`, `runtime`, `weights` (the hdf5
    file as arrays by name)
 1. `layers`
 2. `models`
-3. `training`, `export`, `allennlp`
-4. `cli`, `beam`, `corpus`
+3. `training`, `export`, `allennlp`, `beam`, `corpus`
+4. `cli`
 
 A module may import from its own floor or lower ones, never from a higher one. One name is
 served to older code from a higher floor, lazily, by a module `__getattr__`:
@@ -31,13 +31,11 @@ FLOORS = {
     "elmo_keras.backend": 0,
     "elmo_keras.installs": 0,
     "elmo_keras.validation": 0,
-    "elmo_keras.files": 0,
-    "elmo_keras.output_access": 0,
+    "elmo_keras.file_io": 0,
     "elmo_keras.memory": 0,
     "elmo_keras.batching": 0,
     "elmo_keras.embedder": 0,
     "elmo_keras.options": 0,
-    "elmo_keras.download": 0,
     "elmo_keras.data": 0,
     "elmo_keras.presets": 0,
     "elmo_keras.text": 0,
@@ -48,8 +46,8 @@ FLOORS = {
     "elmo_keras.training": 3,
     "elmo_keras.export": 3,
     "elmo_keras.allennlp": 3,  # AllenNLP's `Elmo` on the torch backend, around `models`
-    "elmo_keras.beam": 4,  # reads lines with the CLI's rule (cli._common.split_lines)
-    "elmo_keras.corpus": 4,  # keeps the demo's sentences (cli.demo_senses) out of the corpus
+    "elmo_keras.beam": 3,
+    "elmo_keras.corpus": 3,
     "elmo_keras.cli": 4,
 }
 # Floor-0 modules that the ONNX Runtime client may load: no TensorFlow, no Keras.
@@ -57,16 +55,16 @@ TF_FREE = [
     "elmo_keras",
     "elmo_keras.installs",
     "elmo_keras.validation",
-    "elmo_keras.files",
+    "elmo_keras.file_io.files",
     "elmo_keras.memory",
     "elmo_keras.batching",
     "elmo_keras.embedder",
     "elmo_keras.options",
-    "elmo_keras.download",
+    "elmo_keras.file_io.download",
     "elmo_keras.data",
     "elmo_keras.presets",
     "elmo_keras.text.char_ids",
-    "elmo_keras.text.pretokenize",
+    "elmo_keras.text.tokenization",
     "elmo_keras.text.vocabulary",
     "elmo_keras.runtime",
     "elmo_keras.runtime.onnx_embedder",

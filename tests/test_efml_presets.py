@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from elmo_keras import efml_presets, presets
-from elmo_keras.download import DownloadError
+from elmo_keras.file_io.download import DownloadError
 from elmo_keras.presets import PRESETS, preset_sources
-from tests.test_download import FileServer
+from tests.file_io.test_download import FileServer
 
 MODEL = "cnn_elmo_words"
 ZIP_PATH = "/elmo/11/144.zip"  # English

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from elmo_keras.embedder import Embedder
-from elmo_keras.text.pretokenize import tokenize_python
+from elmo_keras.text.tokenization import tokenize_python
 
 N_LAYERS, PROJECTION_DIM = 2, 3
 SENTENCES = [

@@ -6,7 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from elmo_keras import download, presets
+from elmo_keras import presets
+from elmo_keras.file_io import download
 
 FILES = ("options.json", "lm_weights.hdf5", "vocab.txt", "softmax.hdf5")
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from elmo_keras import presets
-from elmo_keras.download import DownloadError
+from elmo_keras.file_io.download import DownloadError
 from elmo_keras.presets import PRESETS, find_model_files, resolve_preset
-from tests.test_download import FIXTURES, FileServer, serve_presets
+from tests.file_io.test_download import FIXTURES, FileServer, serve_presets
 
 PUBLISHED = {
     "small": "2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway",
@@ -99,7 +99,7 @@ def test_model_folders(tmp_path):
 
 def test_the_preset_modules_import_no_tensorflow():
     code = (
-        "import sys, elmo_keras.presets, elmo_keras.download, elmo_keras.cli.presets; "
+        "import sys, elmo_keras.presets, elmo_keras.file_io.download, elmo_keras.cli.presets; "
         "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -20,7 +20,6 @@ NAMES_0_1_0 = [
     ("elmo_keras.models", "BiLM"),
     ("elmo_keras.models.bilm_embedder", "BiLMEmbedder"),
     ("elmo_keras.text", "batch_to_char_ids"),
-    ("elmo_keras.text.tokenizer", "tokenize"),
     ("elmo_keras.text", "tf_char_ids"),
     ("elmo_keras.weights", "load_weights"),
     ("elmo_keras.weights", "save_weights"),
@@ -42,6 +41,28 @@ NAMES_0_1_0 = [
 # Removed on purpose, each with an error that names its replacement: `elmo_keras.weights` (the
 # file format) no longer imports the models to build one (issue 27: no import cycle).
 REMOVED = [("elmo_keras.weights", "load_bilm", "BiLM.from_bilm_tf")]
+
+
+# Renamed in 0.4 (issue 42: names that say what they hold); the old names still work and warn
+# with the new one.
+def test_the_old_tokenizer_module_warns_with_its_new_name_and_still_works():
+    import sys
+
+    sys.modules.pop("elmo_keras.text.tokenizer", None)  # a module warns when first imported
+    with pytest.warns(DeprecationWarning, match=r"elmo_keras\.text\.tf_tokenization"):
+        old = importlib.import_module("elmo_keras.text.tokenizer")
+    assert old.tokenize is importlib.import_module("elmo_keras.text.tf_tokenization").tokenize
+
+
+def test_the_old_training_export_model_warns_and_saves_the_language_model(monkeypatch):
+    from elmo_keras import training
+    from elmo_keras.training import model_files
+
+    calls = []
+    monkeypatch.setattr(model_files, "save_language_model", lambda *args: calls.append(args))
+    with pytest.warns(DeprecationWarning, match="save_language_model"):
+        training.export_model("model", "vocabulary", "folder")
+    assert calls == [("model", "vocabulary", "folder")]
 
 
 @pytest.mark.parametrize("module, name, replacement", REMOVED)

@@ -4,7 +4,7 @@ converter to the hdf5 layout of `elmo-keras embed`.
 TensorFlow is imported inside the functions only, so importing `elmo_keras.beam` stays light.
 """
 
-from elmo_keras.hdf5_writer import write_datasets
+from elmo_keras.file_io.hdf5_writer import write_datasets
 
 _SHOWN_SOURCES = 5
 
@@ -79,7 +79,7 @@ def to_hdf5(file_pattern, source, output, overwrite=False):
 
     One float32 dataset per line, named by its 0-based line number, of shape
     `(n_layers + 1, n_tokens, 2 * projection_dim)`. The file appears complete or not at all
-    (`elmo_keras.hdf5_writer.write_datasets`; a full disk is one `OSError`): a missing or
+    (`elmo_keras.file_io.hdf5_writer.write_datasets`; a full disk is one `OSError`): a missing or
     repeated line number is an error and leaves nothing behind.
 
     Args:

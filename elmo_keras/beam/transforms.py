@@ -25,8 +25,8 @@ from apache_beam.io.tfrecordio import WriteToTFRecord
 
 from elmo_keras.batching import length_batches
 from elmo_keras.beam.records import EmbeddedLine, embedding_example
-from elmo_keras.cli._common import split_lines
-from elmo_keras.text.pretokenize import (
+from elmo_keras.text.text_files import split_lines
+from elmo_keras.text.tokenization import (
     DEFAULT_TOKENIZATION_MODE,
     TOKENIZATION_MODES,
     tokenize_python,
@@ -37,7 +37,7 @@ from elmo_keras.validation import check_choice, check_int
 def file_lines(readable_file):
     """Yields `(source, line_number, text)` for each line of a `fileio.ReadableFile`.
 
-    The rule of `elmo-keras embed` (`elmo_keras.cli._common.split_lines`): only "\\n" ends a
+    The rule of `elmo-keras embed` (`elmo_keras.text.text_files.split_lines`): only "\\n" ends a
     line (an optional "\\r" before it is dropped), a final "\\n" starts no extra line, and a
     leading UTF-8 byte-order mark is dropped. Line numbers are 0-based and exact, because the
     whole file is read by one call.

@@ -18,7 +18,7 @@ folder named on the command line that does not exist or is of the wrong kind, an
 output without `--overwrite`, or a missing optional dependency (one line naming the
 `pip install "elmo-keras[...]"` that brings it); 130 interrupted (Ctrl-C). SIGTERM and SIGHUP
 end the command by that signal (a shell reports 143 and 129) once the temporary output is
-removed (`elmo_keras.files`).
+removed (`elmo_keras.file_io.files`).
 """
 
 import argparse

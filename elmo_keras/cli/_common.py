@@ -9,34 +9,20 @@ import sys
 import time
 
 from elmo_keras.cli import CommandError
-from elmo_keras.text.pretokenize import (
+from elmo_keras.text.text_files import decode_line
+from elmo_keras.text.tokenization import (
     DEFAULT_TOKENIZATION_MODE,
     TOKENIZATION_MODES,
     tokenize_python,
 )
-from elmo_keras.text.text_files import decode_line
 from elmo_keras.validation import file_kind, file_problem
-
-
-def split_lines(text):
-    """Lines as `embed` numbers them: only "\n" (with an optional "\r" before it) ends a line.
-
-    `str.splitlines()` also breaks at \v, \f, \x1c-\x1e, NEL and U+2028/U+2029, which would
-    shift every later line number; here those stay inside their line (as whitespace between
-    tokens). A final "\n" does not start an extra line.
-    """
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
 
 STDIN = "-"  # `--input -`: standard input (a file named "-" is `./-`)
 MAX_LINE_BYTES = 16 * 2**20  # the longest input line (a sentence of millions of tokens)
 
 
 def iter_lines(path):
-    """Yields the lines of a UTF-8 text file, lazily, with the rule of `split_lines`.
+    """Yields the lines of a UTF-8 text file, lazily, with the rule of `text_files.split_lines`.
 
     A leading UTF-8 byte-order mark is dropped. Only b"\n" ends a line (UTF-8 never uses that
     byte inside a character, so each line decodes on its own), one "\r" before it is dropped,
@@ -177,7 +163,7 @@ def check_input_file(flag, path):
     usage mistake (`CommandError`, exit code 2) found before any work and before it is opened
     (opening a FIFO waits for a writer; a device never ends); `None` and URLs (downloaded
     later) pass."""
-    from elmo_keras.download import is_url
+    from elmo_keras.file_io.download import is_url
 
     if path is None or is_url(str(path)):
         return

@@ -133,8 +133,8 @@ _SHARD = re.compile(r"-[0-9]{5,}-of-[0-9]{5,}")
 def _staging_prefix(args, held):
     """Where the pipeline writes: a new folder beside the output (a local one is locked,
     removed at the end, by SIGTERM, or by the next run after a SIGKILL)."""
-    from elmo_keras.files import remove_stale, temporary_output
-    from elmo_keras.output_access import output_lock
+    from elmo_keras.file_io.files import remove_stale, temporary_output
+    from elmo_keras.file_io.output_access import output_lock
 
     name = os.path.basename(args.output)
     if "://" in args.output:  # no lock, no signal clean-up on a remote file system
@@ -146,7 +146,7 @@ def _staging_prefix(args, held):
 
 def _replace_shards(file_systems, staging, output, old):
     """Renames the new shards into place, then deletes the old ones no new shard replaced."""
-    from elmo_keras.files import deferred_signals
+    from elmo_keras.file_io.files import deferred_signals
 
     new = own_shards(file_systems, staging)
     targets = [output + path[len(staging) :] for path in new]
@@ -192,7 +192,7 @@ def run(args):
     _check_files(args, FileSystems)
     with contextlib.ExitStack() as held:
         if "://" not in args.output:  # a missing folder is made (removed again on a failure)
-            from elmo_keras.files import check_writable, parent_folders
+            from elmo_keras.file_io.files import check_writable, parent_folders
 
             check_writable(args.output)
             held.enter_context(parent_folders(args.output))

@@ -9,7 +9,7 @@ preset or model folder; `--train` first pretrains a small biLM on WikiText-2 for
 
 import numpy as np
 
-from elmo_keras.cli.demo_senses import SENSES, labelled_sentences, sense_statistics
+from elmo_keras.corpus.demo_senses import SENSES, labelled_sentences, sense_statistics
 
 DEFAULT_MODEL = "mini_en"
 

@@ -35,7 +35,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from elmo_keras.hdf5_writer import write_datasets
+    from elmo_keras.file_io.hdf5_writer import write_datasets
     from elmo_keras.text.vocabulary import Vocabulary
 
     check_input_file("--vocab", args.vocab)  # missing or a folder: a usage mistake, exit 2

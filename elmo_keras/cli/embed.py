@@ -128,7 +128,7 @@ class SentenceIndex:
 def resolve_model_files(args):
     """Local (options, weights) paths from --preset, a --model folder, or --options/--weights
     (paths or URLs; a URL is downloaded once into the cache)."""
-    from elmo_keras.download import cached_path
+    from elmo_keras.file_io.download import cached_path
     from elmo_keras.presets import PRESETS, resolve_preset
 
     sources = [args.preset, args.model, args.options or args.weights]
@@ -209,8 +209,8 @@ def check_output_location(args, held):
     again if the command fails: `files.parent_folders`). Then the output's lock is taken for
     the rest of the run (`held`, an `ExitStack`): a second run writing the same output, with
     or without --overwrite, ends with one line. Returns the path."""
-    from elmo_keras.files import check_output, check_writable, parent_folders, remove_stale
-    from elmo_keras.output_access import output_lock
+    from elmo_keras.file_io.files import check_output, check_writable, parent_folders, remove_stale
+    from elmo_keras.file_io.output_access import output_lock
 
     output = pathlib.Path(args.output)
     if output.exists() and not args.overwrite:
@@ -284,7 +284,7 @@ class _Counted:
 
 def run(args):
     from elmo_keras.cli._common import Progress, input_sentences, input_source
-    from elmo_keras.hdf5_writer import write_datasets
+    from elmo_keras.file_io.hdf5_writer import write_datasets
 
     check_arguments(args)
     input_source(args.input)  # missing, a folder or a device: one line, nothing read

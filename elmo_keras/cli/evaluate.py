@@ -78,7 +78,7 @@ def run(args):
             raise CommandError(f"--{name.replace('_', '-')} must be a positive integer")
     from elmo_keras.text.text_files import check_text_files
     from elmo_keras.text.vocabulary import Vocabulary
-    from elmo_keras.training.evaluation import evaluate_model
+    from elmo_keras.training.common.evaluation import evaluate_model
     from elmo_keras.training.model_files import load_language_model
 
     check_text_files([args.data], "--data")  # not UTF-8, or no text: one line, exit 1

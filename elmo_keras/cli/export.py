@@ -68,7 +68,7 @@ def add_parser(subparsers):
 def resolve_source(args):
     """Local `(options, weights)` paths from `--options`/`--weights` (paths or URLs; a URL is
     downloaded once into the cache), `--run-dir` or `--preset`."""
-    from elmo_keras.download import cached_path  # noqa: PLC0415
+    from elmo_keras.file_io.download import cached_path  # noqa: PLC0415
     from elmo_keras.presets import PRESETS, find_model_files, resolve_preset  # noqa: PLC0415
 
     if args.run_dir and (args.options or args.weights):

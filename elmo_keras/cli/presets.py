@@ -24,7 +24,7 @@ def add_parser(subparsers):
 
 
 def _cached(options, weights):
-    from elmo_keras.download import cache_location, is_url
+    from elmo_keras.file_io.download import cache_location, is_url
 
     if not (is_url(options) and is_url(weights)):
         return "local"

@@ -34,8 +34,8 @@ def add_parser(subparsers):
 def run(args):
     if not os.path.isfile(os.path.join(args.run, "training_config.json")):
         raise CommandError(f"--run: not a training run (no training_config.json): {args.run}")
-    from elmo_keras.output_access import output_lock
-    from elmo_keras.training.run_folder import LOCK_FILE, lock_run
+    from elmo_keras.file_io.output_access import output_lock
+    from elmo_keras.training.run.run_folder import LOCK_FILE, lock_run
 
     output = pathlib.Path(args.output).absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -46,7 +46,7 @@ def run(args):
             held.enter_context(lock_run(output))  # a live run's folder is refused
         _check_output(args, output, own_run)
         _select_backend(args.run)
-        from elmo_keras.training.finite import NonFiniteError
+        from elmo_keras.training.common.finite import NonFiniteError
         from elmo_keras.training.pipeline import export_checkpoint
 
         try:
@@ -96,8 +96,8 @@ def _select_backend(run_dir):
     from elmo_keras.cli import import_tensorflow
     from elmo_keras.cli._common import select_keras_backend
     from elmo_keras.installs import require_module
-    from elmo_keras.training.checkpoints import checkpoint_trainer
-    from elmo_keras.training.run_folder import CHECKPOINTS
+    from elmo_keras.training.common.checkpoints import checkpoint_trainer
+    from elmo_keras.training.run.run_folder import CHECKPOINTS
 
     if checkpoint_trainer(pathlib.Path(run_dir) / CHECKPOINTS) == "jax":
         select_keras_backend("keras")

@@ -1,7 +1,7 @@
 """`elmo-keras train`: pretrain a biLM on text (one device, several GPUs, several machines),
 from scratch or from a trained biLM (`--init-from`), and resume it.
 
-The flags are those of `elmo_keras.training.training_run.SETTINGS` (each setting's flag, help
+The flags are those of `elmo_keras.training.run.training_run.SETTINGS` (each setting's flag, help
 and check are written there once), plus `--init-options`/`--init-weights` (a pair of published
 files for `init_from`) and `--backend` (which trainer runs).
 """
@@ -12,7 +12,7 @@ import sys
 
 from elmo_keras.cli import CommandError
 from elmo_keras.cli._common import check_input_file, require_engine, select_keras_backend
-from elmo_keras.training.training_run import SETTINGS, TrainingRun
+from elmo_keras.training.run.training_run import SETTINGS, TrainingRun
 
 
 def add_parser(subparsers):
@@ -56,8 +56,8 @@ def _training_run(args):
 
 
 def run(args):
-    from elmo_keras.training.setting_error import SettingError
-    from elmo_keras.training.training_run import FLAGS
+    from elmo_keras.training.run.setting_error import SettingError
+    from elmo_keras.training.run.training_run import FLAGS
 
     try:
         run = _training_run(args)  # every setting checked before anything is imported
@@ -106,8 +106,8 @@ def resume_backend(choice, output_dir):
     """The trainer that resumes a run: the one whose checkpoints are in its folder (the JAX
     trainer writes `ckpt-N.npz`, TensorFlow's `ckpt-N.index`) when `--backend` is left at
     `keras`; another one given explicitly is one line naming both."""
-    from elmo_keras.training.checkpoints import checkpoint_trainer
-    from elmo_keras.training.run_folder import CHECKPOINTS
+    from elmo_keras.training.common.checkpoints import checkpoint_trainer
+    from elmo_keras.training.run.run_folder import CHECKPOINTS
 
     folder = pathlib.Path(output_dir) / CHECKPOINTS
     written = checkpoint_trainer(folder)

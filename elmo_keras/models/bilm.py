@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from elmo_keras.download import cached_path
+from elmo_keras.file_io.download import cached_path
 from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, fast_path
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
@@ -337,7 +337,7 @@ class BiLM(keras.Model):
         Args:
             options_path: str or path-like. The options file (262 characters), or its
                 `http(s)://` URL (downloaded once into the cache, see
-                `elmo_keras.download.cached_path`).
+                `elmo_keras.file_io.download.cached_path`).
             weights_path: str or path-like. The hdf5 weight file (bilm-tf layout), or its URL.
             check_finite: bool. Refuse NaN or infinite weights (see
                 `elmo_keras.weights.read_weight_arrays`). Defaults to `True`.

@@ -22,7 +22,7 @@ from elmo_keras.models.elmo_inputs import (
     word_index,
     words_to_ids,
 )
-from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
+from elmo_keras.text.tokenization import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
 from elmo_keras.validation import check_choice, check_int, check_number
 
 INPUT_TYPES = ("char_ids", "tokens", "sentences", "word_ids")
@@ -53,7 +53,7 @@ class ElmoEmbedding(keras.layers.Layer):
     - `"tokens"`: string tensor `[batch, tokens]` of tokens, right-padded with `""`. The number
       of non-empty strings in a row is its length, so `""` must only appear as padding.
     - `"sentences"`: string tensor `[batch]` of untokenized sentences, split inside the layer
-      by `elmo_keras.text.tokenizer.tokenize` (`tokenization_mode`), as every entry point of
+      by `elmo_keras.text.tf_tokenization.tokenize` (`tokenization_mode`), as every entry point of
       the package splits (`embed`, Beam, `embed_text`, the SavedModel's `default` signature).
       In `fit`, `predict` and `evaluate`, Keras takes strings as tensors, object arrays or
       `tf.data`; `elmo_keras.models.TextModel` also takes NumPy string arrays and lists.

@@ -8,7 +8,7 @@ import numpy as np
 from keras import ops
 
 from elmo_keras.text.char_ids import token_to_char_ids
-from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE
+from elmo_keras.text.tokenization import DEFAULT_TOKENIZATION_MODE
 from elmo_keras.validation import check_choice
 
 # The char CNN computes a word cache this many words at a time (bounded memory for any vocab).
@@ -216,7 +216,7 @@ def strings_to_char_ids(
     import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
 
     from elmo_keras.text import tf_char_ids  # noqa: PLC0415
-    from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
+    from elmo_keras.text.tf_tokenization import tokenize  # noqa: PLC0415
 
     tokens = tf.convert_to_tensor(inputs)
     rank = 2 if input_type == "tokens" else 1
@@ -274,7 +274,7 @@ class _SentenceMask(keras.layers.Layer):
     def call(self, sentences):
         import tensorflow as tf  # noqa: PLC0415  (string inputs: TensorFlow only)
 
-        from elmo_keras.text.tokenizer import tokenize  # noqa: PLC0415
+        from elmo_keras.text.tf_tokenization import tokenize  # noqa: PLC0415
 
         lengths = tokenize(sentences, mode=self.tokenization_mode).row_lengths()
         return tf.sequence_mask(lengths)

@@ -4,15 +4,15 @@ import pathlib
 import keras
 
 from elmo_keras import efml
-from elmo_keras.download import cached_path
-from elmo_keras.files import write_text
+from elmo_keras.file_io.download import cached_path
+from elmo_keras.file_io.files import write_text
 from elmo_keras.models import preset_folder
 from elmo_keras.models.elmo_inputs import strings_to_char_ids, strings_to_char_ids_numpy
 from elmo_keras.options import options_to_bilm_kwargs, read_options
 from elmo_keras.presets import efml_preset, preset_sources, resolve_efml_preset, resolve_preset
 from elmo_keras.text.char_ids import MAX_CHARACTERS_PER_TOKEN
-from elmo_keras.text.pretokenize import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
 from elmo_keras.text.token_dictionary import TokenDictionary
+from elmo_keras.text.tokenization import DEFAULT_TOKENIZATION_MODE, TOKENIZATION_MODES
 from elmo_keras.validation import check_choice, check_int
 
 PREPROCESSOR_INPUT_TYPES = ("sentences", "tokens")
@@ -24,7 +24,7 @@ class ElmoPreprocessor(keras.layers.Layer):
 
     keras-hub splits a model into a preprocessor (strings -> model inputs, run in the input
     pipeline) and a backbone that only computes. This is ELMo's preprocessor: it tokenizes
-    sentences (`elmo_keras.text.tokenizer.tokenize`) and turns each token into
+    sentences (`elmo_keras.text.tf_tokenization.tokenize`) and turns each token into
     `max_characters_per_token` character ids (`elmo_keras.text.tf_char_ids`). On TensorFlow
     it uses TensorFlow's string ops, so that it runs in a `tf.data` pipeline
     (`dataset.map(preprocessor)`) and the model after it needs no string op; on another

@@ -147,7 +147,7 @@ class LanguageModel(keras.Model):
     Written with `keras.ops`: it runs and trains on TensorFlow and on JAX.
 
     The model works on windows that carry their own `<S>` / `</S>` tokens (see
-    `elmo_keras.training.data`): it calls `bilm.char_cnn` and `bilm.bilstm` directly, feeding
+    `elmo_keras.training.feed.data`): it calls `bilm.char_cnn` and `bilm.bilstm` directly, feeding
     the backward LSTM its own window, and takes and returns the LSTM state explicitly.
 
     Args:
@@ -331,7 +331,7 @@ class LanguageModel(keras.Model):
         Args:
             batch: dict. `forward_char_ids`, `backward_char_ids` `[batch, steps, max_chars]`
                 and `forward_targets`, `backward_targets` `[batch, steps]` (see
-                `elmo_keras.training.windows.WindowPacker`).
+                `elmo_keras.training.feed.windows.WindowPacker`).
             state_h, state_c: optional initial LSTM state (see `ProjectedBiLSTM`).
             candidates: int `[n_negative_samples]` or None. The sampled softmax's candidates
                 (`sample_candidates`); None: the full softmax.

@@ -17,8 +17,8 @@ too:
   scalar mix's weights and gamma), by sublayer and weight name.
 - `preprocessor.json`, when `ElmoPreprocessor.save_to_preset` wrote one into the folder.
 
-The folder is written atomically (`elmo_keras.files.atomic_directory`): a failed save leaves no
-folder that looks complete. A folder without `config.json` (a published model, an
+The folder is written atomically (`elmo_keras.file_io.files.atomic_directory`): a failed
+save leaves no folder that looks complete. A folder without `config.json` (a published model, an
 `elmo-keras train` output) is read as before, from `options.json` and its hdf5 file.
 """
 
@@ -34,8 +34,9 @@ import keras
 import numpy as np
 
 from elmo_keras import efml
-from elmo_keras.files import atomic_directory, write_text
-from elmo_keras.hdf5_writer import write_datasets
+from elmo_keras.file_io.files import atomic_directory, write_text
+from elmo_keras.file_io.hdf5_writer import write_datasets
+from elmo_keras.file_io.output_access import read_marker
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
 from elmo_keras.options import (
     bilm_kwargs_to_options,
@@ -44,7 +45,6 @@ from elmo_keras.options import (
     read_options,
     write_options,
 )
-from elmo_keras.output_access import read_marker
 from elmo_keras.presets import (
     OPTIONS_FILE,
     PRESETS,

@@ -1,6 +1,6 @@
 """ELMo embeddings from an exported ONNX model with ONNX Runtime: no TensorFlow, no Keras.
 
-Inputs are prepared in NumPy (`elmo_keras.text.char_ids`, `elmo_keras.text.pretokenize`), the
+Inputs are prepared in NumPy (`elmo_keras.text.char_ids`, `elmo_keras.text.tokenization`), the
 model runs in an `onnxruntime.InferenceSession`. Importing this module imports neither
 TensorFlow nor Keras, so it serves from a small environment (`pip install elmo-keras[runtime]`
 needs only onnxruntime, NumPy and h5py at run time).

@@ -3,7 +3,7 @@
 This package imports no TensorFlow: what it exports here is pure Python and NumPy, shared with
 the ONNX Runtime client. The TensorFlow twins live in submodules imported on demand:
 `elmo_keras.text.tf_char_ids` (`tokens_to_char_ids`, `dense_tokens_to_char_ids`) and
-`elmo_keras.text.tokenizer` (`tokenize`).
+`elmo_keras.text.tf_tokenization` (`tokenize`).
 """
 
 from elmo_keras.text.char_ids import (
@@ -22,7 +22,7 @@ from elmo_keras.text.char_ids import (
     eos_char_ids,
     token_to_char_ids,
 )
-from elmo_keras.text.pretokenize import (
+from elmo_keras.text.tokenization import (
     DEFAULT_TOKENIZATION_MODE,
     TOKENIZATION_MODES,
     tokenize_python,
@@ -54,7 +54,7 @@ __all__ = [
 
 # The TensorFlow twins, loaded when first named (`elmo_keras.text.tf_char_ids`), so that this
 # package stays free of TensorFlow for the ONNX Runtime client and the JAX backend.
-_TENSORFLOW_SUBMODULES = ("tf_char_ids", "tokenizer")
+_TENSORFLOW_SUBMODULES = ("tf_char_ids", "tf_tokenization")
 
 
 def __getattr__(name):

@@ -1,7 +1,7 @@
 """Character tables for the text tokenizers (generated; do not edit by hand).
 
-Both tokenizers (`pretokenize.tokenize_python` and `tokenizer.tokenize`) build their patterns from
-these tables, so they agree exactly whatever Unicode version the running Python or RE2 knows.
+Both tokenizers (`tokenization.tokenize_python`, `tf_tokenization.tokenize`) build their patterns
+from these tables, so they agree exactly whatever Unicode version the running Python or RE2 knows.
 
 `WHITESPACE` is the set of code points for which `str.isspace()` is true (so splitting on it is
 `str.split()`). `PUNCTUATION_RANGES` are the inclusive code-point ranges of the Unicode general

@@ -63,3 +63,16 @@ def check_text_files(paths, what):
     if not any([holds_text(path, f"{what} file {path}") for path in paths]):
         listed = ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
         raise ValueError(f"{what}: no text in {listed} (empty, or white space only)")
+
+
+def split_lines(text):
+    """Lines as `embed` numbers them: only "\n" (with an optional "\r" before it) ends a line.
+
+    `str.splitlines()` also breaks at \v, \f, \x1c-\x1e, NEL and U+2028/U+2029, which would
+    shift every later line number; here those stay inside their line (as whitespace between
+    tokens). A final "\n" does not start an extra line.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]

@@ -84,7 +84,7 @@ def tokens_to_char_ids(
 
     Args:
         tokens: string `tf.RaggedTensor` of shape `[B, (T)]`, e.g. from
-            `elmo_keras.text.tokenizer.tokenize`.
+            `elmo_keras.text.tf_tokenization.tokenize`.
         max_characters_per_token: int. The number of ids per token. Defaults to `50`.
         max_length: int or `None`. Pads (or cuts) the token axis to this length. Defaults to
             `None`, the length of the longest sentence.

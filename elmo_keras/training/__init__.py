@@ -3,25 +3,15 @@
 `configs`, `datasets`, `training_run` and `baselines` are light; the rest imports Keras (and
 TensorFlow or JAX, as the backend is) on first use. Public entry points: `train` with a
 `TrainingRun`, `quickstart`, `export_checkpoint`, `Trainer`, `JaxTrainer`, `make_strategy`,
-`get_config`, `CONFIGS`, `wikitext2`, `build_vocabulary`, `evaluate_model`, `export_model`,
+`get_config`, `CONFIGS`, `wikitext2`, `build_vocabulary`, `evaluate_model`, `save_language_model`,
 `load_language_model`, `unigram_perplexity`.
 
-The modules, one concern each: `data` (text -> sentences), `tokenization` (`tokenize_lines`),
-`line_index` (the whole-text shuffle's index of line offsets), `long_line` and
-`streamed_sentence` (a line over 256 KiB streamed from its file), `file_changes` (a training
-file changed under the run), `windows` (sentences -> batches, tf.data, prefetching),
-`configs` (model configurations), `training_run` (the list of settings
-and `TrainingRun`), `setting_error` (a setting's wrong value, named by field or flag),
-`run_folder` (a run's saved settings and checkpoints), `init_source` (where
-the weights start: `init_from`), `run_plan` (a new, started or resumed run resolved and
-checked), `model_setup` (the model and optimizer a run starts with), `trainer_base` (the loop,
-evaluation and output both trainers share), `trainer` (TensorFlow: the `tf.distribute` step),
-`state` (its checkpointed variables), `distribute` (strategies, JAX devices, chief and
-workers), `gradients` (freezing, clipping under a strategy), `jax_trainer` and `jax_steps` (the
-JAX trainer and its compiled step), `checkpoints` (newest readable, orphans, write failures),
-`array_checkpoints` (the JAX trainer's `.npz` checkpoints), `stopping`, `metrics`,
-`event_file` (TensorBoard files without TensorFlow), `callbacks`, `evaluation`, `model_files`
-(the written model), `pipeline` (end to end).
+The modules, grouped by what they are: `run` (the run: its settings, where its weights start,
+its folder and lock, the plan of a new, started or resumed run), `feed` (text to sentences to
+batches), `tf` (the TensorFlow trainer), `jax` (the JAX trainer), `common` (what both trainers
+use: the loop, checkpoints, metrics, evaluation, devices). Here: `configs` (model
+configurations), `datasets` (WikiText-2), `baselines`, `model_files` (the written model) and
+`pipeline` (end to end).
 """
 
 from elmo_keras.training.configs import CONFIGS, get_config
@@ -31,14 +21,15 @@ _LAZY = {
     "train": "elmo_keras.training.pipeline",
     "quickstart": "elmo_keras.training.pipeline",
     "export_checkpoint": "elmo_keras.training.pipeline",
-    "TrainingRun": "elmo_keras.training.training_run",
-    "Trainer": "elmo_keras.training.trainer",
-    "JaxTrainer": "elmo_keras.training.jax_trainer",
-    "make_strategy": "elmo_keras.training.distribute",
-    "evaluate_model": "elmo_keras.training.evaluation",
-    "export_model": "elmo_keras.training.model_files",
+    "TrainingRun": "elmo_keras.training.run.training_run",
+    "Trainer": "elmo_keras.training.tf.trainer",
+    "JaxTrainer": "elmo_keras.training.jax.jax_trainer",
+    "make_strategy": "elmo_keras.training.common.distribute",
+    "evaluate_model": "elmo_keras.training.common.evaluation",
+    "save_language_model": "elmo_keras.training.model_files",
+    "export_model": "elmo_keras.training.model_files",  # deprecated: save_language_model
     "load_language_model": "elmo_keras.training.model_files",
-    "build_vocabulary": "elmo_keras.training.data",
+    "build_vocabulary": "elmo_keras.training.feed.data",
     "unigram_perplexity": "elmo_keras.training.baselines",
 }
 

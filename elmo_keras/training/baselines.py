@@ -3,8 +3,8 @@
 import collections
 import math
 
-from elmo_keras.training.data import expand_files, iter_sentences
-from elmo_keras.training.tokenization import TOKENIZATION_RENAMED, no_other_arguments
+from elmo_keras.training.feed.data import expand_files, iter_sentences
+from elmo_keras.training.feed.tokenization import TOKENIZATION_RENAMED, no_other_arguments
 from elmo_keras.validation import renamed_argument
 
 

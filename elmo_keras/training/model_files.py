@@ -8,8 +8,8 @@ atomically. TensorFlow is imported by the functions that need it, not by this mo
 
 import pathlib
 
-from elmo_keras.file_switch import finish_switch, folder_lock, settle_folder, switch_files
-from elmo_keras.files import atomic_file, remove_stale, temporary_output
+from elmo_keras.file_io.file_switch import finish_switch, folder_lock, settle_folder, switch_files
+from elmo_keras.file_io.files import atomic_file, remove_stale, temporary_output
 from elmo_keras.options import write_options
 from elmo_keras.text.vocabulary import Vocabulary
 
@@ -26,7 +26,7 @@ def save_vocabulary(vocabulary, path):
         vocabulary.save(tmp)
 
 
-def export_model(model, vocabulary, output_dir):
+def save_language_model(model, vocabulary, output_dir):
     """Writes a trained `LanguageModel`: options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5.
 
     The four files are written in a temporary folder inside `output_dir` first and switched
@@ -47,7 +47,7 @@ def export_model(model, vocabulary, output_dir):
     """
     import keras
 
-    from elmo_keras.training.finite import check_weights
+    from elmo_keras.training.common.finite import check_weights
     from elmo_keras.weights import save_softmax, save_weights
 
     output_dir = pathlib.Path(output_dir)
@@ -69,7 +69,7 @@ def export_model(model, vocabulary, output_dir):
 
 
 def load_language_model(model_dir):
-    """Loads what `export_model` wrote: returns `(LanguageModel, Vocabulary)`."""
+    """Loads what `save_language_model` wrote: returns `(LanguageModel, Vocabulary)`."""
     from elmo_keras.models import BiLM
     from elmo_keras.models.language_model import LanguageModel
     from elmo_keras.weights import load_softmax
@@ -93,3 +93,16 @@ def load_language_model(model_dir):
     model.softmax_kernel.assign(kernel)
     model.softmax_bias.assign(bias)
     return model, vocabulary
+
+
+def export_model(model, vocabulary, output_dir):
+    """Deprecated alias of `save_language_model` (its name before 0.4; `elmo_keras.export.
+    export_model` is the SavedModel and ONNX export)."""
+    import warnings  # noqa: PLC0415
+
+    warnings.warn(
+        "elmo_keras.training.export_model was renamed save_language_model",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return save_language_model(model, vocabulary, output_dir)

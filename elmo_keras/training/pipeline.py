@@ -12,9 +12,9 @@ import pathlib
 import sys
 import time
 
-from elmo_keras.files import write_text
+from elmo_keras.file_io.files import write_text
 from elmo_keras.training.model_files import MODEL_FILES
-from elmo_keras.training.run_folder import (
+from elmo_keras.training.run.run_folder import (
     CHECKPOINTS,
     LOCK_FILE,
     checkpoint_written,
@@ -23,7 +23,7 @@ from elmo_keras.training.run_folder import (
     lock_run,
     save_run,
 )
-from elmo_keras.training.training_run import TrainingRun, legacy_training_run
+from elmo_keras.training.run.training_run import TrainingRun, legacy_training_run
 
 
 def train(run=None, *args, callbacks=None, **kwargs):
@@ -60,7 +60,7 @@ def train(run=None, *args, callbacks=None, **kwargs):
     >>> summary = train(TrainingRun("corpus/*.txt", "runs/tiny", config="tiny", steps=10))
     ... # doctest: +SKIP
     """
-    from elmo_keras.training.init_source import describe
+    from elmo_keras.training.run.init_source import describe
 
     if not isinstance(run, TrainingRun) or args or kwargs:
         run = legacy_training_run(args if run is None else (run, *args), kwargs)
@@ -96,13 +96,13 @@ def _make_trainer(plan):
         "tf32": run.tf32,
     }
     if keras_backend() == "jax":
-        from elmo_keras.training.distribute import jax_devices
-        from elmo_keras.training.jax_trainer import JaxTrainer
+        from elmo_keras.training.common.distribute import jax_devices
+        from elmo_keras.training.jax.jax_trainer import JaxTrainer
 
         devices = jax_devices(run.strategy)
         return JaxTrainer(plan.config, plan.vocabulary, devices=devices, **common)
-    from elmo_keras.training.distribute import make_strategy
-    from elmo_keras.training.trainer import Trainer
+    from elmo_keras.training.common.distribute import make_strategy
+    from elmo_keras.training.tf.trainer import Trainer
 
     strategy = make_strategy(run.strategy) if isinstance(run.strategy, str) else run.strategy
     return Trainer(
@@ -114,8 +114,8 @@ def _start(run, held):
     """The run's trainer and `RunPlan`: the run folder locked for the run first (chief; `held`
     keeps the lock), then the settings resolved and written, the weights restored (resume) or
     loaded from `init_from`."""
-    from elmo_keras.training.distribute import chief_by_environment
-    from elmo_keras.training.run_plan import plan_run
+    from elmo_keras.training.common.distribute import chief_by_environment
+    from elmo_keras.training.run.run_plan import plan_run
 
     output_dir = pathlib.Path(run.output_dir)
     locked = held.enter_context(contextlib.ExitStack())
@@ -182,7 +182,7 @@ def _fit(trainer, run, callbacks):
 
 
 def _announce(trainer, restored, plan):
-    from elmo_keras.training.init_source import describe
+    from elmo_keras.training.run.init_source import describe
 
     record = plan.settings["init_from"]
     print(
@@ -196,7 +196,7 @@ def _announce(trainer, restored, plan):
 
 def _export(trainer, output_dir):
     """Writes the model files; a failed write is one line naming the checkpoint to resume from."""
-    from elmo_keras.training.checkpoints import CheckpointWriteError, one_line, resume_hint
+    from elmo_keras.training.common.checkpoints import CheckpointWriteError, one_line, resume_hint
 
     try:
         trainer.export(output_dir)
@@ -238,9 +238,9 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
 
 
 def _export_checkpoint(run_dir, output_dir, checkpoint):
+    from elmo_keras.training.common.finite import check_weights
     from elmo_keras.training.configs import normalize_config
-    from elmo_keras.training.finite import check_weights
-    from elmo_keras.training.model_files import export_model
+    from elmo_keras.training.model_files import save_language_model
 
     saved, vocabulary = load_run(run_dir)
     config = normalize_config(saved["config"])
@@ -260,7 +260,7 @@ def _export_checkpoint(run_dir, output_dir, checkpoint):
                 f"keeps only its newest checkpoints); {hint}"
             ) from None
     check_weights(model, f"checkpoint {prefix}'s weights", "nothing was written")
-    export_model(model, vocabulary, output_dir)
+    save_language_model(model, vocabulary, output_dir)
     return prefix
 
 
@@ -270,12 +270,12 @@ _RACES = 3  # checkpoints rotated away while `export_checkpoint` reads the newes
 def _checkpoint_model(checkpoint, config, vocabulary, saved):
     """The `LanguageModel` of a checkpoint prefix of a run (JAX's `.npz` or TensorFlow's)."""
     if pathlib.Path(f"{checkpoint}.npz").is_file():  # the JAX trainer's: any backend reads it
-        from elmo_keras.training.array_checkpoints import (
+        from elmo_keras.training.common.model_setup import make_language_model
+        from elmo_keras.training.jax.array_checkpoints import (
             assign_variables,
             read_arrays,
             variable_shapes,
         )
-        from elmo_keras.training.model_setup import make_language_model
 
         model = make_language_model(config, len(vocabulary), saved["seed"])
         path = f"{checkpoint}.npz"
@@ -284,7 +284,7 @@ def _checkpoint_model(checkpoint, config, vocabulary, saved):
     else:
         import tensorflow as tf
 
-        from elmo_keras.training.state import TrainingState
+        from elmo_keras.training.tf.state import TrainingState
 
         strategy = tf.distribute.get_strategy()
         state = TrainingState(config, len(vocabulary), strategy, saved["seed"])

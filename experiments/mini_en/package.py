@@ -25,7 +25,7 @@ import re
 import shutil
 import sys
 
-from elmo_keras.download import file_sha256
+from elmo_keras.file_io.download import file_sha256
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FILES = ("options.json", "lm_weights.hdf5", "vocab.txt", "softmax.hdf5")

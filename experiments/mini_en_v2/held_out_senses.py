@@ -4,7 +4,7 @@ and four more.
     python experiments/mini_en_v2/held_out_senses.py MODEL_FOLDER [MODEL_FOLDER ...]
 
 `elmo-keras demo` scores 1-NN sense accuracy on 12 hand-written sentences per word
-(`elmo_keras/cli/demo_senses.py`). Twelve sentences move the score by 8 points each, so a model
+(`elmo_keras/corpus/demo_senses.py`). Twelve sentences move the score by 8 points each, so a model
 that gains on them may only have gained on them. `HELD_OUT` below is a second set written for
 this check (6 sentences per sense, the word once as its own token, none from the demo, MR or
 WikiText-2): the demo's four words in new sentences, and four words the demo does not have. It
@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from elmo_keras.cli.demo import word_sense_statistics
-from elmo_keras.cli.demo_senses import SENSES
+from elmo_keras.corpus.demo_senses import SENSES
 from elmo_keras.models import BiLM
 
 HELD_OUT = {

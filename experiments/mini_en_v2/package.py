@@ -20,7 +20,7 @@ import sys
 
 import h5py
 
-from elmo_keras.download import file_sha256
+from elmo_keras.file_io.download import file_sha256
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "elmo_keras" / "assets" / "mini_en"

@@ -11,7 +11,7 @@ target word, the backward half the words after it. For each of the demo's words 
 import sys
 
 from elmo_keras.cli.demo import word_vectors
-from elmo_keras.cli.demo_senses import SENSES, labelled_sentences, sense_statistics
+from elmo_keras.corpus.demo_senses import SENSES, labelled_sentences, sense_statistics
 from elmo_keras.models import BiLM
 from elmo_keras.models.bilm_embedder import BiLMEmbedder
 

@@ -6,7 +6,7 @@
 source after another whatever `--order` (the lines are held out by CRC-32 as they are read), and
 its `sources.json` counts each source's valid lines, so the file splits back into its sources.
 For each model folder (options.json, lm_weights.hdf5, vocab.txt, softmax.hdf5) this prints the
-full-softmax perplexity (`elmo_keras.training.evaluation.evaluate_model`, batch 16 x 20, the
+full-softmax perplexity (`elmo_keras.training.common.evaluation.evaluate_model`, batch 16 x 20, the
 average of both directions) on each source's held-out lines and on all of them. The models
 should share a vocabulary (mini_en v2's stages do), or the figures are not on one basis.
 """
@@ -16,7 +16,7 @@ import pathlib
 import sys
 import tempfile
 
-from elmo_keras.training.evaluation import evaluate_model
+from elmo_keras.training.common.evaluation import evaluate_model
 from elmo_keras.training.model_files import load_language_model
 
 

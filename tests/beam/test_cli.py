@@ -18,8 +18,8 @@ pytest.importorskip(
 from elmo_keras.beam import read_embeddings, to_hdf5  # noqa: E402
 from elmo_keras.cli import main  # noqa: E402
 from elmo_keras.cli._common import read_sentences  # noqa: E402
-from elmo_keras.output_access import current_umask  # noqa: E402
-from tests.test_output_access import start_writer  # noqa: E402
+from elmo_keras.file_io.output_access import current_umask  # noqa: E402
+from tests.file_io.test_output_access import start_writer  # noqa: E402
 
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 

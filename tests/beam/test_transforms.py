@@ -28,7 +28,8 @@ from elmo_keras.beam import (  # noqa: E402
     transforms,
 )
 from elmo_keras.beam.transforms import budget_batches  # noqa: E402
-from elmo_keras.cli._common import read_sentences, split_lines  # noqa: E402
+from elmo_keras.cli._common import read_sentences  # noqa: E402
+from elmo_keras.text.text_files import split_lines  # noqa: E402
 
 
 def _expected_lines(folder):

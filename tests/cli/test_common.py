@@ -10,7 +10,8 @@ import types
 import pytest
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import input_sentences, iter_lines, split_lines
+from elmo_keras.cli._common import input_sentences, iter_lines
+from elmo_keras.text.text_files import split_lines
 
 
 def test_the_input_is_read_lazily_with_the_same_rules(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from elmo_keras.cli import main
-from elmo_keras.cli.demo_senses import SENSES, sense_statistics
+from elmo_keras.corpus.demo_senses import SENSES, sense_statistics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -168,7 +168,7 @@ def test_dataset_index_is_the_line_number_whatever_the_line_contains(tmp_path, m
 
 @pytest.fixture
 def mirror(monkeypatch, tmp_path):
-    from tests.test_download import FileServer, serve_presets
+    from tests.file_io.test_download import FileServer, serve_presets
 
     server = serve_presets(FileServer(), monkeypatch, tmp_path)
     yield server

@@ -8,7 +8,7 @@ import pytest
 
 from elmo_keras.cli import main
 from tests.cli.embed_helpers import SENTENCES, one_error_line, read
-from tests.test_files import _fill_disk_after, mounted_tmpfs
+from tests.file_io.test_files import _fill_disk_after, mounted_tmpfs
 
 
 def test_output_problems_are_found_before_the_work(tmp_path, model_args, input_file, capsys):

@@ -7,7 +7,7 @@ import pytest
 from elmo_keras.cli import CommandError, main
 from elmo_keras.cli.export import resolve_source
 from elmo_keras.presets import PRESETS
-from tests.test_download import FIXTURES, FileServer, serve_presets
+from tests.file_io.test_download import FIXTURES, FileServer, serve_presets
 
 
 @pytest.fixture

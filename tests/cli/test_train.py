@@ -171,7 +171,7 @@ def test_flags_come_from_the_settings_list():
     import argparse
 
     from elmo_keras.cli.train import _training_run, add_parser
-    from elmo_keras.training.training_run import SETTINGS, TrainingRun
+    from elmo_keras.training.run.training_run import SETTINGS, TrainingRun
 
     parser = add_parser(argparse.ArgumentParser().add_subparsers())
     helps = {a.option_strings[0]: a.help for a in parser._actions if a.option_strings}
@@ -273,7 +273,7 @@ def test_init_from_a_preset_through_the_loopback_mirror(
     names, served on 127.0.0.1) and trains a new softmax over the new text's vocabulary."""
     import hashlib
 
-    from tests.test_download import FIXTURES, FileServer, serve_presets
+    from tests.file_io.test_download import FIXTURES, FileServer, serve_presets
 
     server = serve_presets(FileServer(), monkeypatch, tmp_path)
     try:

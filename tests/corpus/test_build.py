@@ -6,12 +6,12 @@ import zipfile
 
 import pytest
 
-from elmo_keras.archives import Archive
 from elmo_keras.corpus import ORDERS, build_corpus, evaluation_index, overlap
 from elmo_keras.corpus.__main__ import main
 from elmo_keras.corpus.sources import Source
 from elmo_keras.corpus.text import match_key, repair_news
-from elmo_keras.download import DownloadError, file_sha256
+from elmo_keras.file_io.archives import Archive
+from elmo_keras.file_io.download import DownloadError, file_sha256
 
 PARAGRAPHS = [
     "The first paragraph says something new.",

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_keras.text.pretokenize import TOKENIZATION_MODES, tokenize_python
+from elmo_keras.text.tokenization import TOKENIZATION_MODES, tokenize_python
 
 N_SENTENCES = 50
 ATOL = 1e-5  # float32 paths (Keras, TensorFlow graph, ONNX Runtime) against each other

@@ -11,7 +11,7 @@ import tensorflow as tf
 from export_helpers import SENTENCES, assert_outputs_close, keras_outputs
 
 from elmo_keras.text.char_ids import batch_to_char_ids
-from elmo_keras.text.pretokenize import tokenize_python
+from elmo_keras.text.tokenization import tokenize_python
 
 BATCHES = [
     [SENTENCES[1]],  # a batch of one, a sentence of one token

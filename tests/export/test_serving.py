@@ -14,7 +14,7 @@ import tensorflow as tf
 from export_helpers import SENTENCES, assert_outputs_close, keras_outputs, make_mix
 
 from elmo_keras.text.char_ids import batch_to_char_ids
-from elmo_keras.text.pretokenize import tokenize_python
+from elmo_keras.text.tokenization import tokenize_python
 
 TEXTS = ["The cat sat on the mat.", "Hi", "Déjà vu,  naïve café!"]
 

@@ -13,7 +13,7 @@ import pytest
 from elmo_keras.export import writer
 from export_helpers import leftovers
 
-from elmo_keras import files
+from elmo_keras.file_io import files
 
 # `elmo-keras ARGS` once the file GATE exists; TensorFlow is imported before, so that a second
 # run can start up while the first one works.

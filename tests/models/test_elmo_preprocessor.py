@@ -8,7 +8,7 @@ import pytest
 
 from elmo_keras.models import ElmoEmbedding, ElmoPreprocessor
 from elmo_keras.text import batch_to_char_ids, tokenize_python
-from tests.test_download import FileServer, serve_presets
+from tests.file_io.test_download import FileServer, serve_presets
 
 # TensorFlow string ops throughout; the PyTorch pass (no TensorFlow) skips the file.
 tf = pytest.importorskip("tensorflow")

@@ -12,7 +12,7 @@ import pytest
 from elmo_keras.runtime import OnnxEmbedder
 from elmo_keras.runtime.onnx_embedder import ARENA_SHRINKAGE
 from elmo_keras.text.char_ids import batch_to_char_ids
-from elmo_keras.text.pretokenize import tokenize_python
+from elmo_keras.text.tokenization import tokenize_python
 
 SENTENCES = [
     ["A", "much", "longer", "sentence", "that", "goes", "on", "and", "on", "until", "it", "ends"],

@@ -14,7 +14,7 @@ import h5py
 import pytest
 
 from elmo_keras.cli import main
-from tests.test_files import mounted_tmpfs
+from tests.file_io.test_files import mounted_tmpfs
 
 SENTENCES = [" ".join(["the", "bank", "raised", "its", "rates", "."] * 3)] * 300
 

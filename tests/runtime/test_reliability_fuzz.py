@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elmo_keras.cli._common import split_lines
 from elmo_keras.models.bilm_embedder import BiLMEmbedder
 from elmo_keras.runtime import OnnxEmbedder
+from elmo_keras.text.text_files import split_lines
 
 _COMMON = dict(
     deadline=None,

@@ -29,7 +29,7 @@ def main():
     import tensorflow as tf
 
     from elmo_keras.text.vocabulary import Vocabulary
-    from elmo_keras.training.trainer import Trainer
+    from elmo_keras.training.tf.trainer import Trainer
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with open(args.config) as f:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from elmo_keras import memory
-from elmo_keras.training.array_checkpoints import read_arrays, write_arrays
-from elmo_keras.training.checkpoints import MAX_STEP, check_step
+from elmo_keras.training.common.checkpoints import MAX_STEP, check_step
+from elmo_keras.training.jax.array_checkpoints import read_arrays, write_arrays
 
 KERNEL = "model/0000/kernel"
 

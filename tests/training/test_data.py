@@ -9,13 +9,13 @@ from elmo_keras.text.char_ids import token_to_char_ids
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training import configs
 from elmo_keras.training.baselines import unigram_perplexity
-from elmo_keras.training.data import (
+from elmo_keras.training.feed.data import (
     SentenceStream,
     WindowPacker,
     build_vocabulary,
     make_dataset,
 )
-from elmo_keras.training.tokenization import tokenize_lines
+from elmo_keras.training.feed.tokenization import tokenize_lines
 
 VOCAB = Vocabulary(["<S>", "</S>", "<UNK>", "a", "b", "c", "d", "e"])
 
@@ -213,7 +213,7 @@ def test_wikitext2_extraction_is_atomic(tmp_path):
 
 
 def test_old_constant_names_still_work():
-    from elmo_keras.training import data
+    from elmo_keras.training.feed import data
 
     with pytest.deprecated_call(match="DEFAULT_FILTERS"):
         assert configs.ORIGINAL_FILTERS[-1] == [7, 1024]
@@ -224,7 +224,7 @@ def test_old_constant_names_still_work():
 def test_prefetched_yields_in_order_reraises_and_stops_its_thread():
     import threading
 
-    from elmo_keras.training.windows import prefetched
+    from elmo_keras.training.feed.windows import prefetched
 
     assert list(prefetched(iter(range(50)), 3)) == list(range(50))
 

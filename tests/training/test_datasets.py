@@ -16,8 +16,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from elmo_keras import archives, data
-from elmo_keras.download import DownloadError
+from elmo_keras import data
+from elmo_keras.file_io import archives
+from elmo_keras.file_io.download import DownloadError
 
 # What `vaderSentiment`'s movieReviewSnippets_GroundTruth.txt looks like (CRLF, no final newline,
 # a rating of exactly 0 that the data set drops) and the TSV it must become.

@@ -9,7 +9,7 @@ import pytest
 
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.models.language_model import LanguageModel
-from elmo_keras.training.evaluation import basis_mask, evaluate_model
+from elmo_keras.training.common.evaluation import basis_mask, evaluate_model
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from elmo_keras.training.event_file import EventFileWriter, crc32c
+from elmo_keras.training.common.event_file import EventFileWriter, crc32c
 
 
 def test_crc32c_check_value():
@@ -36,7 +36,7 @@ def test_tensorflow_reads_the_scalars(tmp_path):
 def test_the_log_shows_tokens_per_second_and_peak_memory(tmp_path, capsys):
     """An accelerator's peak memory (here a stand-in for `memory_stats()`) goes to the printed
     line and TensorBoard; a CPU's (None) is left out."""
-    from elmo_keras.training.metrics import MetricsLogger, step_logs
+    from elmo_keras.training.common.metrics import MetricsLogger, step_logs
 
     logger = MetricsLogger(tmp_path, peak_memory=lambda: 3 * 2**30)
     logger.update(1, step_logs(40.0, 44.0, 20.0, 1.0))

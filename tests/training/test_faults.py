@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 from elmo_keras.cli import main
-from elmo_keras.training.checkpoints import kept_checkpoints, remove_orphans
+from elmo_keras.training.common.checkpoints import kept_checkpoints, remove_orphans
 from elmo_keras.training.configs import get_config
 from tests.cli.test_train import hdf5_bytes
 
@@ -238,7 +238,7 @@ def test_orphaned_temporary_checkpoint_folders_are_removed(
 ):
     """D10: `ckpt-N_temp/` folders of killed saves go at the start and after every save;
     other folders stay."""
-    from elmo_keras.training.trainer import Trainer
+    from elmo_keras.training.tf.trainer import Trainer
 
     checkpoints = tmp_path / "checkpoints"
     (checkpoints / "ckpt-7_temp").mkdir(parents=True)
@@ -332,8 +332,8 @@ def test_a_diverged_run_stops_with_one_line_and_publishes_nothing_nan(
     assert kept_checkpoints(checkpoints)[0] == str(checkpoints / "ckpt-8")
     assert _same_model(run_copy, reference / "run")
 
-    from elmo_keras.training.run_folder import load_run
-    from elmo_keras.training.trainer import Trainer
+    from elmo_keras.training.run.run_folder import load_run
+    from elmo_keras.training.tf.trainer import Trainer
 
     saved, vocabulary = load_run(run_copy)
     trainer = Trainer(saved["config"], vocabulary, seed=1)
@@ -370,7 +370,7 @@ def test_a_full_disk_while_writing_the_tensorboard_log_checkpoints_and_names_the
     checkpoint of step 3 and stops with one line naming the event file and where to resume
     (was a bare `[Errno 28]`, no checkpoint, the steps since the last one lost); resumed, it
     ends like the uninterrupted run."""
-    from elmo_keras.training import event_file
+    from elmo_keras.training.common import event_file
 
     real_event = event_file._event
 

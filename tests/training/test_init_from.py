@@ -15,7 +15,7 @@ import pytest
 
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training import TrainingRun, get_config, train
-from elmo_keras.training.evaluation import evaluate_model
+from elmo_keras.training.common.evaluation import evaluate_model
 from elmo_keras.training.model_files import load_language_model
 from elmo_keras.weights import save_weights
 
@@ -240,7 +240,7 @@ def test_fine_tuning_lowers_held_out_perplexity_on_the_new_domain(source_run, tm
 
 
 def test_a_packaged_preset_with_a_softmax_brings_its_vocabulary_along():
-    from elmo_keras.training.init_source import resolve_source
+    from elmo_keras.training.run.init_source import resolve_source
 
     source = resolve_source("mini_en")
     assert source.kind == "preset"

@@ -26,7 +26,7 @@ def _config(**changes):
 
 
 def _trainer(config, vocabulary, **kwargs):
-    from elmo_keras.training.jax_trainer import JaxTrainer
+    from elmo_keras.training.jax.jax_trainer import JaxTrainer
 
     return JaxTrainer(copy.deepcopy(config), vocabulary, seed=2, **kwargs)
 
@@ -125,7 +125,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(
 @pytest.mark.parametrize("step", [-100, 2**62])
 def test_a_checkpoint_step_outside_the_range_is_refused(train_vocab, tmp_path, step):
     """Issue 39, point 17: step -100 gave "`seed` must be ..." and 2**62 was accepted."""
-    from elmo_keras.training.array_checkpoints import variable_arrays, write_arrays
+    from elmo_keras.training.jax.array_checkpoints import variable_arrays, write_arrays
 
     trainer = _trainer(_config(), train_vocab)
     arrays = variable_arrays("model", trainer.model.variables, np.asarray)
@@ -139,7 +139,7 @@ def test_a_checkpoint_step_outside_the_range_is_refused(train_vocab, tmp_path, s
 def test_leftovers_of_a_killed_save_are_removed(tmp_path):
     """A temporary file of a save whose process is gone is deleted when a manager opens the
     folder; a finished checkpoint is kept."""
-    from elmo_keras.training.array_checkpoints import ArrayCheckpointManager, read_arrays
+    from elmo_keras.training.jax.array_checkpoints import ArrayCheckpointManager, read_arrays
 
     manager = ArrayCheckpointManager(tmp_path, keep=2)
     manager.save(1, {"step": np.asarray(1)})
@@ -158,7 +158,7 @@ def test_init_from_a_run_folder_starts_from_its_files(train_text, tmp_path):
     """`train(TrainingRun(init_from=run_folder))` on JAX: before the first step the biLM and the
     softmax are the source run's files, bit for bit; the frozen biLM stays so for 2 steps."""
     from elmo_keras.training.pipeline import train
-    from elmo_keras.training.training_run import TrainingRun
+    from elmo_keras.training.run.training_run import TrainingRun
     from elmo_keras.weights import load_softmax
 
     common = {"steps": 3, "log_every": 10**6, "verbose": False, "progress": False}

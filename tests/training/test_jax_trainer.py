@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from elmo_keras.text.char_ids import batch_to_char_ids
-from elmo_keras.training.model_files import export_model
-from elmo_keras.training.trainer import Trainer
+from elmo_keras.training.model_files import save_language_model
+from elmo_keras.training.tf.trainer import Trainer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SENTENCES = [["The", "bank", "closed", "."], ["A", "river", "bank", "flooded", "today", "."]]
@@ -65,7 +65,7 @@ def compared(tmp_path_factory, train_text, bilm_tf_fixture):
     config = _tiny()
     config["all_clip_norm_val"] = 1.0  # the clipping is part of what must agree
     trainer = Trainer(config, vocabulary, seed=5)
-    export_model(trainer.model, vocabulary, workdir / "init")
+    save_language_model(trainer.model, vocabulary, workdir / "init")
     first = []
     trainer.fit(train_text, steps=1, log_every=10**6, on_step=lambda s, logs: first.append(logs))
     trainer.fit(train_text, steps=LONG_STEPS, log_every=10**6)

@@ -3,9 +3,9 @@ its byte offset as the plain stream reads it; a file changed between or during e
 
 import pytest
 
-from elmo_keras.training import data, line_index
-from elmo_keras.training.data import SentenceStream
-from elmo_keras.training.file_changes import ChangedFileError
+from elmo_keras.training.feed import data, line_index
+from elmo_keras.training.feed.data import SentenceStream
+from elmo_keras.training.feed.file_changes import ChangedFileError
 
 
 def _two_sources(folder):

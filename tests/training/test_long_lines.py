@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training import long_line
-from elmo_keras.training.data import SentenceStream, WindowPacker
-from elmo_keras.training.file_changes import ChangedFileError
-from elmo_keras.training.tokenization import tokenize_lines
+from elmo_keras.training.feed import long_line
+from elmo_keras.training.feed.data import SentenceStream, WindowPacker
+from elmo_keras.training.feed.file_changes import ChangedFileError
+from elmo_keras.training.feed.tokenization import tokenize_lines
 
 
 def _long_text(n_words, seed):

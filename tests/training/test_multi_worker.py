@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from elmo_keras.training.trainer import Trainer
+from elmo_keras.training.tf.trainer import Trainer
 
 STEPS = 6
 
@@ -129,7 +129,7 @@ def test_two_workers_equal_one_process_through_sigterm_and_resume(
 def test_a_malformed_tf_config_is_one_line(value, received, strategy, monkeypatch):
     """TF_CONFIG that is not a JSON object with a cluster of address lists: one line naming it
     (`[]` was an `AttributeError` traceback)."""
-    from elmo_keras.training.distribute import make_strategy
+    from elmo_keras.training.common.distribute import make_strategy
 
     monkeypatch.setenv("TF_CONFIG", value)
     with pytest.raises(ValueError, match="^TF_CONFIG must be a JSON object") as caught:

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.common.stopping import STOP_REASONS, StopRequests, stop_reason
 from elmo_keras.training.configs import get_config
-from elmo_keras.training.run_folder import CONFIG_FILE, find_checkpoint, load_run, save_run
-from elmo_keras.training.stopping import STOP_REASONS, StopRequests, stop_reason
-from elmo_keras.training.training_run import NEW_RUN_DEFAULTS, TrainingRun, legacy_training_run
+from elmo_keras.training.run.run_folder import CONFIG_FILE, find_checkpoint, load_run, save_run
+from elmo_keras.training.run.training_run import NEW_RUN_DEFAULTS, TrainingRun, legacy_training_run
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ def test_a_new_run_refuses_a_folder_holding_a_model(tmp_path, capsys):
 
 _HOLDER = """
 import sys, time
-from elmo_keras.training.run_folder import lock_run
+from elmo_keras.training.run.run_folder import lock_run
 with lock_run(sys.argv[1]):
     print("locked", flush=True)
     time.sleep(120)
@@ -161,7 +161,7 @@ def test_a_bad_saved_configuration_names_the_file_and_the_run(tmp_path, capsys):
     that reads the run (here `snapshot`; `train --resume` reads it the same way)."""
     from elmo_keras.text.vocabulary import Vocabulary
     from elmo_keras.training.configs import get_config
-    from elmo_keras.training.run_folder import save_run
+    from elmo_keras.training.run.run_folder import save_run
 
     config = get_config("tiny")
     config["batch_size"] = -1
@@ -184,7 +184,7 @@ def test_a_bad_saved_configuration_names_the_file_and_the_run(tmp_path, capsys):
 _TRAIN_CHILD = """
 import os, pathlib, sys, time
 from elmo_keras.cli import main
-from elmo_keras.training import run_plan
+from elmo_keras.training.run import run_plan
 
 name, wait = sys.argv[1], sys.argv[2]
 planned = run_plan.plan_run
@@ -261,7 +261,7 @@ def test_two_runs_started_together_on_one_folder_never_both_succeed(tmp_path):
 def test_the_chief_is_known_before_the_strategy_exists(monkeypatch):
     """The run folder's lock is taken before the trainer (and its strategy) exist: only the
     process `TF_CONFIG` makes the chief takes it, as `distribute.is_chief` decides later."""
-    from elmo_keras.training.distribute import chief_by_environment
+    from elmo_keras.training.common.distribute import chief_by_environment
 
     cluster = {"worker": ["a:1", "b:2"]}
     for config, strategy, chief in [

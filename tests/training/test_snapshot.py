@@ -138,7 +138,7 @@ def test_a_checkpoint_deleted_while_snapshot_reads_it(run, tmp_path, monkeypatch
     """Issue 39, point 17: `snapshot` of a running training read its newest checkpoint while the
     run's rotation deleted it: "No such file" (or a traceback). Now the newest checkpoint left
     is read instead; a checkpoint named by `--checkpoint` is one line saying what happened."""
-    from elmo_keras.training.state import TrainingState
+    from elmo_keras.training.tf.state import TrainingState
 
     copy = tmp_path / "run"
     shutil.copytree(run, copy)

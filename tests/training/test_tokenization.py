@@ -2,7 +2,7 @@
 
 import pytest
 
-from elmo_keras.training.tokenization import tokenize_lines
+from elmo_keras.training.feed.tokenization import tokenize_lines
 
 
 def test_tokenize_lines_with_tensorflow_text():

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_keras.training.evaluation import evaluate_model
-from elmo_keras.training.model_files import export_model, load_language_model
-from elmo_keras.training.trainer import Trainer
+from elmo_keras.training.common.evaluation import evaluate_model
+from elmo_keras.training.model_files import load_language_model, save_language_model
+from elmo_keras.training.tf.trainer import Trainer
 
 
 def _weights(trainer):
@@ -116,7 +116,7 @@ def test_checkpoint_rotation_and_export(train_text, train_vocab, tiny_config, tm
     names = sorted(p.name for p in (tmp_path / "checkpoints").glob("*.index"))
     assert names == ["ckpt-5.index", "ckpt-6.index"]
     assert list((tmp_path / "logs").iterdir())  # TensorBoard events
-    export_model(trainer.model, train_vocab, tmp_path / "model")
+    save_language_model(trainer.model, train_vocab, tmp_path / "model")
     import h5py
 
     from elmo_keras.weights import read_options
@@ -253,7 +253,7 @@ def test_bfloat16_mixed_precision(train_text, train_vocab, tiny_config, tmp_path
     # bfloat16 keeps 8 bits of mantissa: the two runs drift apart, but not far.
     assert after == pytest.approx(runs[None][2], rel=0.1)
 
-    export_model(trainer.model, train_vocab, tmp_path / "model")
+    save_language_model(trainer.model, train_vocab, tmp_path / "model")
     from elmo_keras.models import BiLM
     from elmo_keras.text.char_ids import batch_to_char_ids
 
@@ -272,7 +272,7 @@ def test_each_mirrored_strategy_gets_its_own_collective_keys():
     """Every `MirroredStrategy` numbers its collectives from the same key, so a second training
     on the same devices in one process failed with "Shape mismatch in the collective instance"
     (the freeze test of test_init_from.py, then `test_two_replicas_equal_one`)."""
-    from elmo_keras.training.distribute import make_strategy
+    from elmo_keras.training.common.distribute import make_strategy
 
     strategies = [make_strategy("mirrored"), make_strategy("mirrored")]
     strategies.append(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))  # made elsewhere
@@ -303,7 +303,7 @@ def test_a_text_file_changed_under_the_run_stops_it_with_its_own_error(
     """Issue 39, point 9: the packer's error (a training file changed during an epoch) reaches
     the caller as itself, one line, not as TensorFlow's `OpError` with a traceback inside."""
     from elmo_keras.training import trainer as trainer_module
-    from elmo_keras.training.file_changes import ChangedFileError
+    from elmo_keras.training.feed.file_changes import ChangedFileError
 
     def changed_stream(*args):
         yield ["a", "b"]
@@ -359,7 +359,7 @@ def test_the_time_budget_counts_from_the_end_of_the_first_step(
     """Issue 39, point 18: compiling the step (here a first step that takes 100 s of a fake
     clock) does not count against the time budget (was: 1 step, then "time"); the budget
     still ends the run once 10 s of training have passed."""
-    from elmo_keras.training import stopping
+    from elmo_keras.training.common import stopping
 
     clock = [0.0]
     monkeypatch.setattr(stopping, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))

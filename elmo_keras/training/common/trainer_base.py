@@ -1,0 +1,400 @@
+"""What the TensorFlow and the JAX trainers share: the settings, the loop, evaluation and output.
+
+A trainer takes one global step per global batch of windows. `TrainerBase.fit` is the loop:
+data, step, callbacks, metrics, checkpoints, and the stop requests (a signal, the time budget,
+a callback); the subclasses supply the backend's parts: the variables (`model`, `optimizer`,
+`global_step`), the data feed (`_batches`), the compiled step (`_run_step`) and the checkpoints
+(`_manager`, `save_checkpoint`, `save_unless_saved`, `restore`). `trainer.Trainer` runs under a
+`tf.distribute` strategy, `jax_trainer.JaxTrainer` data-parallel over JAX devices. Imports
+neither TensorFlow nor JAX.
+"""
+
+import abc
+import dataclasses
+import pathlib
+import sys
+
+from elmo_keras.memory import check_fits, training_bytes
+from elmo_keras.options import options_to_bilm_kwargs
+from elmo_keras.training.common.callbacks import TrainingCallbacks
+from elmo_keras.training.common.checkpoints import (
+    CheckpointWriteError,
+    resume_hint,
+    skipped_message,
+)
+from elmo_keras.training.common.event_file import EventFileError
+from elmo_keras.training.common.finite import check_step, check_weights
+from elmo_keras.training.common.metrics import MetricsLogger
+from elmo_keras.training.common.stopping import StopRequests, stop_reason
+from elmo_keras.training.configs import architecture_options, normalize_config
+from elmo_keras.training.feed.data import expand_files
+from elmo_keras.training.feed.tokenization import TOKENIZATION_RENAMED, no_other_arguments
+from elmo_keras.training.run.run_folder import CHECKPOINTS, LOGS
+from elmo_keras.training.run.setting_error import SettingError
+from elmo_keras.training.run.training_run import check_setting
+from elmo_keras.validation import check_int, renamed_argument
+
+
+def check_fit_arguments(
+    steps, epochs, time_budget_s, checkpoint_every, keep, log_every, shuffle_buffer
+):
+    """The checks of `fit`'s arguments: those of the same `TrainingRun` settings (where a
+    `TrainingRun` takes None for "the saved value", `fit` needs the value itself)."""
+    values = {
+        "steps": steps,
+        "epochs": epochs,
+        "time_budget_s": time_budget_s,
+        "checkpoint_every": checkpoint_every,
+        "keep_checkpoints": keep,
+        "log_every": log_every,
+    }
+    for name, value in values.items():
+        check_setting(name, value)
+    if steps is None and epochs is None and time_budget_s is None:
+        raise SettingError("give {steps}, {epochs} or {time_budget_s} (when the run ends)")
+    check_int("shuffle_buffer", shuffle_buffer, minimum=0)
+
+
+@dataclasses.dataclass
+class _Fit:
+    """What one `fit` call works with, handed from step to step."""
+
+    steps: int | None
+    log_every: int
+    checkpoint_every: int
+    manager: object  # the backend's checkpoint manager, or None
+    logger: MetricsLogger
+    hooks: TrainingCallbacks
+    requests: StopRequests
+    epochs: int | None = None
+
+
+class TrainerBase(abc.ABC):
+    """The settings, loop, evaluation and output of both trainers (see the module docstring).
+
+    `trainer.data_start_step` (0): the step at which the training data began; `fit` skips
+    `step - data_start_step` batches (a resumed run that switched data starts it afresh).
+
+    Args:
+        config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
+        vocabulary: `Vocabulary`. Sorted by frequency (sampled softmax).
+        replicas: int. The devices the global batch is split over.
+        seed: int. Seeds the weights, the candidate sampler and the data order.
+        carry_state: bool. Carry the LSTM state from window to window (bilm-tf).
+        mixed_precision: None or `"bfloat16"`.
+        freeze_bilm_steps: int. While the step is below it, only the softmax learns.
+        tf32: bool. Allow TensorFloat-32 matrix products on GPUs (off: exact float32).
+    """
+
+    is_chief = True
+    multi_worker = False
+
+    def __init__(
+        self,
+        config,
+        vocabulary,
+        replicas=1,
+        seed=0,
+        carry_state=True,
+        mixed_precision=None,
+        freeze_bilm_steps=0,
+        tf32=False,
+    ):
+        self.config = normalize_config(config)
+        self.vocabulary = vocabulary
+        self.config["n_tokens_vocab"] = len(vocabulary)
+        self.seed = int(seed)
+        self.carry_state = bool(carry_state)
+        self.mixed_precision = check_setting("mixed_precision", mixed_precision)
+        self.freeze_bilm_steps = check_setting("freeze_bilm_steps", freeze_bilm_steps) or 0
+        self.tf32 = check_setting("tf32", tf32)
+        self.data_start_step = 0
+        self.batch_size = int(self.config["batch_size"])
+        if self.batch_size % replicas:
+            raise ValueError(
+                f"`batch_size` must be a multiple of the number of replicas ({replicas}). "
+                f"Received: batch_size={self.batch_size}"
+            )
+        self.replicas = replicas
+        self.per_replica_batch = self.batch_size // replicas
+        self.unroll_steps = int(self.config["unroll_steps"])
+        check_step_fits(self.config, len(vocabulary), self.per_replica_batch)
+        self.max_chars = int(self.config["char_cnn"]["max_characters_per_token"])
+        self.clip_norm = float(self.config.get("all_clip_norm_val") or 0.0)
+
+    @property
+    def bilm(self):
+        return self.model.bilm
+
+    def candidates(self, step):
+        """The sampled softmax's candidates of `step` (NumPy; None: the full softmax)."""
+        return self.model.sample_candidates(self.seed, step)
+
+    # ---------------------------------------------------------------- the backend's parts
+
+    @property
+    @abc.abstractmethod
+    def global_step(self):
+        """The number of steps taken (restored with a checkpoint), a Python int."""
+
+    @abc.abstractmethod
+    def _batches(self, train, epochs, tokenization_mode, shuffle_buffer, skip):
+        """An iterator of `(batch, epoch)` for this process, `skip` global batches in."""
+
+    @abc.abstractmethod
+    def _run_step(self, batch, requests):
+        """One global step: returns its logs (`metrics.step_logs`) and the stop votes of all
+        workers."""
+
+    @abc.abstractmethod
+    def _manager(self, directory, keep):
+        """The backend's checkpoint manager for `directory`, keeping `keep` checkpoints."""
+
+    @abc.abstractmethod
+    def save_checkpoint(self, manager):
+        """Saves a checkpoint numbered by the step; returns its path."""
+
+    @abc.abstractmethod
+    def save_unless_saved(self, manager):
+        """Saves the current step unless the newest checkpoint holds it."""
+
+    @abc.abstractmethod
+    def _restore_latest(self, checkpoint_dir, skip):
+        """Restores the newest readable checkpoint: `(path or None, skipped)`."""
+
+    def restore(self, checkpoint_dir, skip=()):
+        """Restores the newest readable checkpoint of `checkpoint_dir`; returns its path or None.
+
+        Newer checkpoints that cannot be read (damaged, truncated, missing files) are skipped,
+        with one line on stderr saying which and why. `skip`: parts left as they are:
+        `"optimizer"` (a run resumed with another optimizer) and `"state"` (the carried LSTM
+        state, for another batch size).
+        """
+        restored, skipped = self._restore_latest(checkpoint_dir, skip)
+        if skipped and self.is_chief:
+            print(skipped_message(restored, skipped), file=sys.stderr, flush=True)
+        return restored
+
+    # ---------------------------------------------------------------------------- training
+
+    def fit(
+        self,
+        train,
+        steps=None,
+        epochs=None,
+        output_dir=None,
+        checkpoint_every=1000,
+        keep_checkpoints=3,
+        time_budget_s=None,
+        log_every=50,
+        tokenization_mode="whitespace",
+        shuffle_buffer=0,
+        progress=None,
+        on_step=None,
+        handle_signals=True,
+        callbacks=None,
+        **kwargs,
+    ):
+        """Trains until `steps` global steps, the end of `epochs`, the time budget or a signal.
+
+        Args:
+            train: str or list. Glob(s) of training text files.
+            steps: int or None. The global step to stop at, counted from the run's start (a
+                resumed run given the same `steps` ends where an uninterrupted one would).
+            epochs: int or None. Passes over the data (`None`: repeat). Give `steps`,
+                `epochs` or `time_budget_s` (or several: the first reached ends the run).
+            output_dir: path or None. For `checkpoints/` and `logs/` (TensorBoard).
+            checkpoint_every: int. Steps between checkpoints (also at the end and on a stop).
+            keep_checkpoints: int. Checkpoints kept (older ones are deleted).
+            time_budget_s: float or None. Stop (and checkpoint) after this many seconds,
+                counted from the end of the first step (its tracing and compiling excluded).
+            log_every: int. Steps between logged lines / TensorBoard points (printed also
+                with a progress bar, above it).
+            tokenization_mode: `"whitespace"` or `"punctuation"` (old name: `tokenization`).
+            shuffle_buffer: int. `0`: every epoch a permutation of all the lines (about 12
+                bytes a line); `N`: a streaming shuffle through an `N`-line buffer
+                (`data.SentenceStream`).
+            progress: bool or None. A progress bar (None: when stdout is a terminal).
+            on_step: callable(step, logs) or None, called after every step.
+            handle_signals: bool. Checkpoint and stop on SIGTERM / SIGINT.
+            callbacks: list of `keras.callbacks.Callback` or None. When each hook is called and
+                with which logs: `elmo_keras.training.common.callbacks.TrainingCallbacks`.
+
+        Returns:
+            A dict: `steps`, `tokens`, `seconds`, `tokens_per_second`, `stopped` (`"steps"`,
+            `"epochs"`, `"time"`, `"signal"` or `"callback"`), `train_perplexity_forward` and
+            `train_perplexity_backward` (training softmax, last log interval).
+        """
+        tokenization_mode = renamed_argument(
+            kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "Trainer.fit"
+        )
+        no_other_arguments(kwargs, "Trainer.fit")
+        check_fit_arguments(
+            steps,
+            epochs,
+            time_budget_s,
+            checkpoint_every,
+            keep_checkpoints,
+            log_every,
+            shuffle_buffer,
+        )
+        expand_files(train)  # a clear error now rather than inside the data pipeline
+        start = self.global_step
+        if steps is not None and start >= steps:
+            return MetricsLogger(echo=False).summary(start, "steps")
+        output_dir = None if output_dir is None else pathlib.Path(output_dir)
+        manager = output_dir and self._manager(output_dir / CHECKPOINTS, keep_checkpoints)
+        hooks = TrainingCallbacks(callbacks, self.model, on_step)
+        requests = StopRequests(time_budget_s, handle_signals, hooks.stop_requested)
+        logger = self._logger(output_dir, progress, steps, start)
+        fit = _Fit(steps, log_every, checkpoint_every, manager, logger, hooks, requests, epochs)
+        skip = start - self.data_start_step
+        batches = self._batches(train, epochs, tokenization_mode, shuffle_buffer, skip)
+        return self._run(batches, fit)
+
+    def _run(self, batches, fit):
+        fit.hooks.train_begin()
+        try:
+            with fit.requests:
+                stopped = self._train_loop(batches, fit)
+        except BaseException:
+            fit.logger.abandon()
+            raise
+        finally:
+            batches.close()  # stops the data's background work
+        if fit.manager is not None:
+            self._save(fit, unless_saved=True)
+        try:
+            fit.logger.close(self.global_step)
+        except EventFileError as error:
+            raise EventFileError(f"{error}; {self._kept(fit)}") from None
+        summary = fit.logger.summary(self.global_step, stopped)
+        fit.hooks.train_end(summary, fit.logger)
+        return summary
+
+    def _train_loop(self, batches, fit):
+        """Steps until a stop; returns why (`"steps"`, `"epochs"` or one of `STOP_REASONS`)."""
+        first = True
+        while fit.steps is None or self.global_step < fit.steps:
+            item = next(batches, None)
+            if item is None:
+                return "epochs"
+            batch, epoch = item
+            logs, votes = self._run_step(batch, fit.requests)
+            if first:  # the time budget counts from here: compiling the step is not training
+                fit.requests.start_clock()
+                first = False
+            reason = self._after_step(fit, logs, votes, epoch)
+            if reason is not None:
+                return reason
+        return "steps"
+
+    def _after_step(self, fit, logs, votes, epoch):
+        """Callbacks, metrics and checkpoint of the step just taken; returns a stop reason."""
+        step = self.global_step
+        check_step(step, logs, None if fit.manager is None else fit.manager.directory)
+        fit.hooks.step_end(step, logs, epoch, fit.logger)
+        fit.logger.update(step, logs)
+        if step % fit.log_every == 0 or step == fit.steps:
+            # With `epochs`, the line also says which pass over the data the step was in.
+            try:
+                fit.logger.write(
+                    step, epoch=None if fit.epochs is None else (epoch + 1, fit.epochs)
+                )
+            except EventFileError as error:
+                self._stop_without_log(fit, error)
+        if fit.manager is not None and step % fit.checkpoint_every == 0:
+            self._save(fit)
+        if not self.multi_worker:  # one process: stop right after this step
+            votes = fit.requests.votes()
+        # Several workers decide from everyone's votes taken at the start of this step: all
+        # leave after the same step (a lone worker leaving would keep the others waiting in a
+        # collective) and save the same checkpoint.
+        return stop_reason(votes)
+
+    def _save(self, fit, unless_saved=False):
+        """A checkpoint of the current step (`unless_saved`: unless the newest holds it); the
+        weights are checked first: a checkpoint never holds NaN or infinite weights."""
+        directory = fit.manager.directory
+        check_weights(
+            self.model,
+            f"the weights at step {self.global_step}",
+            "no checkpoint was written",
+            directory,
+        )
+        if unless_saved:
+            self.save_unless_saved(fit.manager)
+        else:
+            self.save_checkpoint(fit.manager)
+
+    def _kept(self, fit):
+        """Where the run can go on from, in words (after a failure that ends it)."""
+        if fit.manager is None:
+            return "the run stopped"
+        return f"the run stopped at step {self.global_step}: " + resume_hint(fit.manager.directory)
+
+    def _stop_without_log(self, fit, error):
+        """The TensorBoard file could not be written (a full disk): a checkpoint of this step
+        is attempted, then the run stops with one line naming the file and where to resume.
+        (Several workers: only the chief writes the file, and a checkpoint is a collective of
+        all of them: no checkpoint is attempted.)"""
+        if fit.manager is not None and not self.multi_worker:
+            try:
+                self._save(fit, unless_saved=True)
+            except CheckpointWriteError as failed:
+                raise CheckpointWriteError(f"{error}; {failed}") from None
+        raise EventFileError(f"{error}; {self._kept(fit)}") from None
+
+    def _logger(self, output_dir, progress, steps, start):
+        if progress is None:
+            progress = sys.stdout.isatty() and self.is_chief
+        log_dir = output_dir / LOGS if output_dir is not None and self.is_chief else None
+        bar_steps = steps - start if progress and steps else None
+        return MetricsLogger(
+            log_dir, self.optimizer, self.is_chief, bar_steps, start, self.peak_memory_bytes
+        )
+
+    def peak_memory_bytes(self):
+        """The accelerator's peak memory so far, in bytes; None on CPUs."""
+        return None
+
+    # -------------------------------------------------------------------- evaluation, output
+
+    def evaluate(
+        self, data, batch_size=16, max_tokens=None, tokenization_mode="whitespace", **kwargs
+    ):
+        """Full-softmax perplexity: `evaluation.evaluate_model` with this run's `unroll_steps`.
+
+        `tokenization=` is the deprecated name of `tokenization_mode`.
+        """
+        from elmo_keras.training.common.evaluation import evaluate_model
+
+        tokenization_mode = renamed_argument(
+            kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "Trainer.evaluate"
+        )
+        no_other_arguments(kwargs, "Trainer.evaluate")
+        model, vocabulary, unroll_steps = self.model, self.vocabulary, self.unroll_steps
+        return evaluate_model(
+            model, vocabulary, data, batch_size, unroll_steps, max_tokens, tokenization_mode
+        )
+
+    def export(self, output_dir):
+        """Writes options.json, lm_weights.hdf5 (published layout), vocab.txt, softmax.hdf5."""
+        from elmo_keras.training.model_files import save_language_model
+
+        save_language_model(self.model, self.vocabulary, output_dir)
+
+
+def check_step_fits(config, vocabulary_size, rows):
+    """One line, before the model exists, when a training step of `rows` rows per replica
+    (weights, gradients, optimizer slots, activations) cannot fit the machine's memory."""
+    needed = training_bytes(
+        options_to_bilm_kwargs(architecture_options(config), "the training configuration"),
+        vocabulary_size,
+        rows,
+        int(config["unroll_steps"]),
+        config.get("optimizer", "adagrad"),
+        int(config.get("n_negative_samples_batch") or 0),
+    )
+    where = f"the training configuration (batch {rows} x {config['unroll_steps']} per replica"
+    check_fits(needed, "a training step", f"{where}, {vocabulary_size:,} words)")
