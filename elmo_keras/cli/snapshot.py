@@ -96,10 +96,10 @@ def _select_backend(run_dir):
     from elmo_keras.cli import import_tensorflow
     from elmo_keras.cli._common import select_keras_backend
     from elmo_keras.installs import require_module
-    from elmo_keras.training.common.checkpoints import checkpoint_trainer
+    from elmo_keras.training.backends import BACKENDS, checkpoint_backend
     from elmo_keras.training.run.run_folder import CHECKPOINTS
 
-    if checkpoint_trainer(pathlib.Path(run_dir) / CHECKPOINTS) == "jax":
+    if checkpoint_backend(pathlib.Path(run_dir) / CHECKPOINTS) is BACKENDS["jax"]:
         select_keras_backend("keras")
         return
     require_module("tensorflow", "a checkpoint of the TensorFlow trainer", "tensorflow")

@@ -106,19 +106,18 @@ def resume_backend(choice, output_dir):
     """The trainer that resumes a run: the one whose checkpoints are in its folder (the JAX
     trainer writes `ckpt-N.npz`, TensorFlow's `ckpt-N.index`) when `--backend` is left at
     `keras`; another one given explicitly is one line naming both."""
-    from elmo_keras.training.common.checkpoints import checkpoint_trainer
+    from elmo_keras.training.backends import checkpoint_backend
     from elmo_keras.training.run.run_folder import CHECKPOINTS
 
     folder = pathlib.Path(output_dir) / CHECKPOINTS
-    written = checkpoint_trainer(folder)
-    if written is None or choice == written:
+    written = checkpoint_backend(folder)
+    if written is None or choice == written.name:
         return choice
     if choice == "keras":
-        return written
-    names = {"jax": "JAX", "tensorflow": "TensorFlow"}
+        return written.name
     raise CommandError(
         f"--backend {choice}: the checkpoints in {folder} were written by the "
-        f"{names[written]} trainer; resume with --backend {written} (or leave --backend out)"
+        f"{written.title} trainer; resume with --backend {written.name} (or leave --backend out)"
     )
 
 
@@ -146,14 +145,9 @@ def gpu_flags_on_cpu(args):
 def _has_gpu():
     """Whether the backend chosen (`select_keras_backend`, already imported) sees a GPU."""
     from elmo_keras.installs import configured_backend
+    from elmo_keras.training.backends import training_backend
 
-    if configured_backend() == "jax":
-        import jax
-
-        return any(device.platform != "cpu" for device in jax.devices())
-    import tensorflow as tf
-
-    return bool(tf.config.list_physical_devices("GPU"))
+    return training_backend(configured_backend()).has_gpu()
 
 
 def _add_settings(parser):

@@ -9,7 +9,8 @@ TensorFlow or JAX, as the backend is) on first use. Public entry points: `train`
 The modules, grouped by what they are: `run` (the run: its settings, where its weights start,
 its folder and lock, the plan of a new, started or resumed run), `feed` (text to sentences to
 batches), `tf` (the TensorFlow trainer), `jax` (the JAX trainer), `common` (what both trainers
-use: the loop, checkpoints, metrics, evaluation, devices). Here: `configs` (model
+use: the loop, the steps' arithmetic, checkpoints, metrics, evaluation, devices). Here:
+`backends` (a Keras backend's trainer, evaluation step and checkpoint format), `configs` (model
 configurations), `datasets` (WikiText-2), `baselines`, `model_files` (the written model) and
 `pipeline` (end to end).
 """

@@ -84,8 +84,8 @@ def train(run=None, *args, callbacks=None, **kwargs):
 
 
 def _make_trainer(plan):
-    """The trainer of the running Keras backend: `JaxTrainer` on JAX, else `Trainer`."""
-    from elmo_keras.backend import keras_backend
+    """The trainer of the running Keras backend (`backends.training_backend`)."""
+    from elmo_keras.training.backends import training_backend
 
     run = plan.run
     common = {
@@ -95,18 +95,8 @@ def _make_trainer(plan):
         "freeze_bilm_steps": run.freeze_bilm_steps,
         "tf32": run.tf32,
     }
-    if keras_backend() == "jax":
-        from elmo_keras.training.common.distribute import jax_devices
-        from elmo_keras.training.jax.jax_trainer import JaxTrainer
-
-        devices = jax_devices(run.strategy)
-        return JaxTrainer(plan.config, plan.vocabulary, devices=devices, **common)
-    from elmo_keras.training.common.distribute import make_strategy
-    from elmo_keras.training.tf.trainer import Trainer
-
-    strategy = make_strategy(run.strategy) if isinstance(run.strategy, str) else run.strategy
-    return Trainer(
-        plan.config, plan.vocabulary, strategy=strategy, jit_compile=run.jit_compile, **common
+    return training_backend().make_trainer(
+        plan.config, plan.vocabulary, run.strategy, run.jit_compile, **common
     )
 
 
@@ -268,29 +258,12 @@ _RACES = 3  # checkpoints rotated away while `export_checkpoint` reads the newes
 
 
 def _checkpoint_model(checkpoint, config, vocabulary, saved):
-    """The `LanguageModel` of a checkpoint prefix of a run (JAX's `.npz` or TensorFlow's)."""
-    if pathlib.Path(f"{checkpoint}.npz").is_file():  # the JAX trainer's: any backend reads it
-        from elmo_keras.training.common.model_setup import make_language_model
-        from elmo_keras.training.jax.array_checkpoints import (
-            assign_variables,
-            read_arrays,
-            variable_shapes,
-        )
+    """The `LanguageModel` of a checkpoint prefix of a run, read in the format of the trainer
+    that wrote it (`backends.prefix_backend`: JAX's `.npz` on any backend, TensorFlow's)."""
+    from elmo_keras.training.backends import prefix_backend
 
-        model = make_language_model(config, len(vocabulary), saved["seed"])
-        path = f"{checkpoint}.npz"
-        arrays = read_arrays(path, variable_shapes("model", model.variables))
-        assign_variables("model", model.variables, arrays, path)
-    else:
-        import tensorflow as tf
-
-        from elmo_keras.training.tf.state import TrainingState
-
-        strategy = tf.distribute.get_strategy()
-        state = TrainingState(config, len(vocabulary), strategy, saved["seed"])
-        state.restore(checkpoint, skip=("optimizer", "state"))  # not exported; they may differ
-        model = state.model
-    return model
+    backend = prefix_backend(checkpoint)
+    return backend.read_model(checkpoint, config, len(vocabulary), saved["seed"])
 
 
 def _test_prefix(test_path, max_tokens, destination):

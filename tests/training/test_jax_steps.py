@@ -48,7 +48,7 @@ def test_sparse_softmax_rows_equal_the_dense_update(train_text, train_vocab):
     kernel = dense.model.softmax_kernel
     index = next(i for i, v in enumerate(dense.optimizer._trainable_variables) if v is kernel)
     dense_accumulator = np.asarray(dense.optimizer._accumulators[index].value)
-    np.testing.assert_allclose(dense_accumulator, np.asarray(sparse._accumulator), rtol=1e-6)
+    np.testing.assert_allclose(dense_accumulator, np.asarray(sparse.state.accumulator), rtol=1e-6)
     assert np.any(dense_accumulator != 1.0)  # some rows were trained
     with pytest.raises(ValueError, match="`sparse_softmax` needs Adagrad and a sampled softmax"):
         _trainer(_config(optimizer="adam"), train_vocab, sparse_softmax=True)

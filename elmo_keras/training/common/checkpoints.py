@@ -86,17 +86,6 @@ def kept_checkpoints(directory):
     return [str(directory / name) for name in ordered]
 
 
-def checkpoint_trainer(directory):
-    """Which trainer wrote the checkpoints in `directory`: `"jax"` (`ckpt-N.npz` files),
-    `"tensorflow"` (`ckpt-N.index`), or None (no checkpoint, or both kinds)."""
-    directory = pathlib.Path(directory)
-    jax = any(directory.glob("ckpt-*.npz"))
-    tensorflow = any(directory.glob("ckpt-*.index"))
-    if jax == tensorflow:
-        return None
-    return "jax" if jax else "tensorflow"
-
-
 def remove_orphans(directory):
     """Deletes the `ckpt-N_temp/` folders of interrupted saves in `directory`; returns them."""
     directory = pathlib.Path(directory)

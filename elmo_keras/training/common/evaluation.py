@@ -2,41 +2,13 @@
 
 import numpy as np
 
-from elmo_keras.backend import keras_backend
 from elmo_keras.text.vocabulary import UNK_TOKEN
+from elmo_keras.training.backends import training_backend
 from elmo_keras.training.common.metrics import perplexity
 from elmo_keras.training.feed.data import SentenceStream
 from elmo_keras.training.feed.tokenization import TOKENIZATION_RENAMED, no_other_arguments
 from elmo_keras.training.feed.windows import WindowPacker
 from elmo_keras.validation import check_int, renamed_argument
-
-
-def _make_eval_step(model, in_basis):
-    """`eval_step(batch, state_h, state_c)`, compiled for the running backend."""
-    if keras_backend() == "jax":
-        from elmo_keras.training.jax.jax_steps import make_eval_step, values
-
-        compiled = make_eval_step(model, in_basis)
-        return lambda batch, h, c: compiled(values(model.variables), batch, h, c)
-    return _tensorflow_eval_step(model, in_basis)
-
-
-def _tensorflow_eval_step(model, in_basis):
-    import tensorflow as tf
-
-    @tf.function(reduce_retracing=True, autograph=False)  # no Python control flow inside
-    def eval_step(batch, state_h, state_c):
-        out = model.window_nll(batch, state_h, state_c, training=False, in_basis=in_basis)
-        return (
-            out["forward_nll"],
-            out["backward_nll"],
-            out["tokens"],
-            tf.cast(out["state_h"], tf.float32),
-            tf.cast(out["state_c"], tf.float32),
-            out.get("basis_tokens", tf.constant(0.0)),
-        )
-
-    return eval_step
 
 
 def evaluate_model(
@@ -92,7 +64,7 @@ def evaluate_model(
         model.bilm.max_characters_per_token,
     )
     in_basis = None if basis is None else basis_mask(vocabulary, basis)
-    eval_step = _make_eval_step(model, in_basis)
+    eval_step = training_backend().make_eval_step(model, in_basis)
     state_h, state_c = model.zero_state(batch_size)
     total_fw = total_bw = total_tokens = total_inside = 0.0
     for batch in packer:

@@ -4,13 +4,13 @@ A trainer takes one global step per global batch of windows. `TrainerBase.fit` i
 data, step, callbacks, metrics, checkpoints, and the stop requests (a signal, the time budget,
 a callback); the subclasses supply the backend's parts: the variables (`model`, `optimizer`,
 `global_step`), the data feed (`_batches`), the compiled step (`_run_step`) and the checkpoints
-(`_manager`, `save_checkpoint`, `save_unless_saved`, `restore`). `trainer.Trainer` runs under a
-`tf.distribute` strategy, `jax_trainer.JaxTrainer` data-parallel over JAX devices. Imports
-neither TensorFlow nor JAX.
+(`_manager`, `save_checkpoint`, `restore_file`): `trainer.Trainer` under a `tf.distribute`
+strategy, `jax_trainer.JaxTrainer` over JAX devices. Imports neither TensorFlow nor JAX.
 """
 
 import abc
 import dataclasses
+import functools
 import pathlib
 import sys
 
@@ -19,6 +19,7 @@ from elmo_keras.options import options_to_bilm_kwargs
 from elmo_keras.training.common.callbacks import TrainingCallbacks
 from elmo_keras.training.common.checkpoints import (
     CheckpointWriteError,
+    restore_newest_readable,
     resume_hint,
     skipped_message,
 )
@@ -27,8 +28,9 @@ from elmo_keras.training.common.finite import check_step, check_weights
 from elmo_keras.training.common.metrics import MetricsLogger
 from elmo_keras.training.common.stopping import StopRequests, stop_reason
 from elmo_keras.training.configs import architecture_options, normalize_config
-from elmo_keras.training.feed.data import expand_files
+from elmo_keras.training.feed.data import SentenceStream, expand_files
 from elmo_keras.training.feed.tokenization import TOKENIZATION_RENAMED, no_other_arguments
+from elmo_keras.training.feed.windows import WindowPacker
 from elmo_keras.training.run.run_folder import CHECKPOINTS, LOGS
 from elmo_keras.training.run.setting_error import SettingError
 from elmo_keras.training.run.training_run import check_setting
@@ -139,12 +141,17 @@ class TrainerBase(abc.ABC):
 
     @abc.abstractmethod
     def _batches(self, train, epochs, tokenization_mode, shuffle_buffer, skip):
-        """An iterator of `(batch, epoch)` for this process, `skip` global batches in."""
+        """`(batch, epoch)` of `_packer` for this process, `skip` global batches in."""
+
+    def _packer(self, train, epochs, tokenization_mode, shuffle_buffer):
+        """A new `WindowPacker` of the run's training text: the same on every backend."""
+        stream = SentenceStream(train, tokenization_mode, True, shuffle_buffer, self.seed, epochs)
+        sizes = (self.batch_size, self.unroll_steps, self.max_chars)
+        return WindowPacker(stream, self.vocabulary, *sizes)
 
     @abc.abstractmethod
     def _run_step(self, batch, requests):
-        """One global step: returns its logs (`metrics.step_logs`) and the stop votes of all
-        workers."""
+        """One global step: its logs (`metrics.step_logs`) and the stop votes of all workers."""
 
     @abc.abstractmethod
     def _manager(self, directory, keep):
@@ -155,12 +162,8 @@ class TrainerBase(abc.ABC):
         """Saves a checkpoint numbered by the step; returns its path."""
 
     @abc.abstractmethod
-    def save_unless_saved(self, manager):
-        """Saves the current step unless the newest checkpoint holds it."""
-
-    @abc.abstractmethod
-    def _restore_latest(self, checkpoint_dir, skip):
-        """Restores the newest readable checkpoint: `(path or None, skipped)`."""
+    def restore_file(self, prefix, skip=()):
+        """Restores the checkpoint `prefix` (every variable must match); `skip`: see `restore`."""
 
     def restore(self, checkpoint_dir, skip=()):
         """Restores the newest readable checkpoint of `checkpoint_dir`; returns its path or None.
@@ -170,7 +173,8 @@ class TrainerBase(abc.ABC):
         `"optimizer"` (a run resumed with another optimizer) and `"state"` (the carried LSTM
         state, for another batch size).
         """
-        restored, skipped = self._restore_latest(checkpoint_dir, skip)
+        restore = functools.partial(self.restore_file, skip=skip)
+        restored, skipped = restore_newest_readable(restore, checkpoint_dir)
         if skipped and self.is_chief:
             print(skipped_message(restored, skipped), file=sys.stderr, flush=True)
         return restored
@@ -315,17 +319,12 @@ class TrainerBase(abc.ABC):
     def _save(self, fit, unless_saved=False):
         """A checkpoint of the current step (`unless_saved`: unless the newest holds it); the
         weights are checked first: a checkpoint never holds NaN or infinite weights."""
-        directory = fit.manager.directory
-        check_weights(
-            self.model,
-            f"the weights at step {self.global_step}",
-            "no checkpoint was written",
-            directory,
-        )
-        if unless_saved:
-            self.save_unless_saved(fit.manager)
-        else:
-            self.save_checkpoint(fit.manager)
+        step, manager = self.global_step, fit.manager
+        what = f"the weights at step {step}"
+        check_weights(self.model, what, "no checkpoint was written", manager.directory)
+        latest = manager.latest_checkpoint
+        if not unless_saved or latest is None or not latest.endswith(f"-{step}"):
+            self.save_checkpoint(manager)
 
     def _kept(self, fit):
         """Where the run can go on from, in words (after a failure that ends it)."""

@@ -188,3 +188,15 @@ class ArrayCheckpointManager:
         for old in kept[self.keep :]:
             checkpoint_path(old).unlink(missing_ok=True)
         return str(prefix)
+
+
+def read_model(prefix, config, vocabulary_size, seed):
+    """The `LanguageModel` of the checkpoint `prefix` (`ckpt-N.npz`; weights only), on any
+    Keras backend."""
+    from elmo_keras.training.common.model_setup import make_language_model  # noqa: PLC0415
+
+    model = make_language_model(config, vocabulary_size, seed)
+    path = checkpoint_path(prefix)
+    arrays = read_arrays(path, variable_shapes("model", model.variables))
+    assign_variables("model", model.variables, arrays, path)
+    return model

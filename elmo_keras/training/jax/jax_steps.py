@@ -6,9 +6,10 @@ over the devices along the batch axis, the weights replicated, and XLA's partiti
 all-reduces of the token count, the loss and the gradients (the global mean, as one device
 would compute it).
 
-The training step, in order: the global token count; the loss `0.5 * (forward + backward) /
-tokens` and its gradients; zeros for the biLM's gradients while `step < freeze_bilm_steps`;
-clipping by the global norm; the optimizer. With `sparse_softmax` (Adagrad), the softmax kernel
+The training step, in order (the arithmetic is `common.step_ops`', shared with TensorFlow): the
+global token count; the loss `0.5 * (forward + backward) / tokens` and its gradients; zeros for
+the biLM's gradients while `step < freeze_bilm_steps`; clipping by the global norm; the
+optimizer. With `sparse_softmax` (Adagrad), the softmax kernel
 is not differentiated as a whole: the step gathers the rows of its targets and candidates,
 differentiates with respect to those rows, sums the gradients of repeated ids, and updates only
 those rows and their Adagrad accumulators. Adagrad leaves a row whose gradient is zero exactly as
@@ -19,6 +20,8 @@ it is, so this is the dense update, at the cost of the rows used instead of the 
 import jax
 import jax.numpy as jnp
 import keras
+
+from elmo_keras.training.common import step_ops
 
 
 def values(variables):
@@ -31,24 +34,21 @@ def _scope(variables, arrays):
 
 
 def make_eval_step(model, in_basis=None):
-    """`eval_step(variable_values, batch, state_h, state_c)` -> forward and backward NLL sums,
-    tokens, the final state (float32) and the targets inside the word basis `in_basis` (see
-    `LanguageModel.window_nll`; 0 without one), with the full softmax and dropout off."""
+    """`eval_step(variable_values, batch, state_h, state_c)` -> `step_ops.eval_outputs`, with
+    the variables' values passed in (one `jax.jit` function)."""
     variables = model.variables
 
     def eval_step(arrays, batch, state_h, state_c):
         with _scope(variables, arrays):
-            out = model.window_nll(batch, state_h, state_c, training=False, in_basis=in_basis)
-        return (
-            out["forward_nll"],
-            out["backward_nll"],
-            out["tokens"],
-            out["state_h"].astype(jnp.float32),
-            out["state_c"].astype(jnp.float32),
-            out.get("basis_tokens", jnp.float32(0.0)),
-        )
+            return step_ops.eval_outputs(model, batch, state_h, state_c, in_basis)
 
     return jax.jit(eval_step)
+
+
+def make_model_eval_step(model, in_basis=None):
+    """`eval_step(batch, state_h, state_c)` of `model`'s current weights (`evaluate_model`)."""
+    compiled = make_eval_step(model, in_basis)
+    return lambda batch, h, c: compiled(values(model.variables), batch, h, c)
 
 
 def make_train_step(model, optimizer, clip_norm, freeze_bilm_steps, sparse_softmax, carry_state):
@@ -76,14 +76,12 @@ def make_train_step(model, optimizer, clip_norm, freeze_bilm_steps, sparse_softm
                 rows = (rows, jnp.take(trainable[bias_index], ids, axis=0))
             out = model.window_nll(batch, state_h, state_c, candidates, True, rows)
             updated = [s.get_current_value(v) for v in non_trainable_variables]
-        loss = 0.5 * (out["forward_nll"] + out["backward_nll"]) / denominator
-        return loss, (out, updated)
+        return step_ops.mean_loss(out, denominator), (out, updated)
 
     def train_step(state, batch, candidates, step, learning_rate):
         trainable = list(state["trainable"])
-        mask = model.token_mask(batch["forward_char_ids"])
-        tokens = jnp.sum(mask.astype(jnp.float32))
-        denominator = jnp.maximum(tokens, 1.0)
+        tokens = step_ops.token_count(model.token_mask(batch["forward_char_ids"]))
+        denominator = step_ops.denominator(tokens)
         state_h, state_c = state["state_h"], state["state_c"]
         if not carry_state:
             state_h, state_c = jnp.zeros_like(state_h), jnp.zeros_like(state_c)
@@ -112,16 +110,9 @@ def make_train_step(model, optimizer, clip_norm, freeze_bilm_steps, sparse_softm
             )
             row_grads, frozen_mask = None, frozen
         if freeze_bilm_steps:
-            hold = step < freeze_bilm_steps
-            grads = [
-                jnp.where(hold, jnp.zeros_like(g), g) if f else g
-                for g, f in zip(grads, frozen_mask, strict=True)
-            ]
-        squares = sum(jnp.sum(jnp.square(g)) for g in grads)
-        if row_grads is not None:
-            squares += jnp.sum(jnp.square(row_grads))
-        norm = jnp.sqrt(squares)
-        scale = clip_norm / jnp.maximum(norm, clip_norm) if clip_norm > 0 else 1.0
+            grads = step_ops.freeze(grads, frozen_mask, step < freeze_bilm_steps)
+        norm = step_ops.global_norm(grads + ([] if row_grads is None else [row_grads]))
+        scale = step_ops.clip_scale(norm, clip_norm)
         grads = [g * scale for g in grads]
         if sparse_softmax:
             new_others, new_optimizer = optimizer.stateless_apply(state["optimizer"], grads, others)

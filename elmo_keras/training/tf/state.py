@@ -7,7 +7,6 @@ from elmo_keras.training.common import distribute
 from elmo_keras.training.common.checkpoints import (
     check_step,
     remove_orphans,
-    restore_newest_readable,
     write_checkpoint,
 )
 from elmo_keras.training.common.model_setup import make_language_model, make_optimizer
@@ -104,12 +103,6 @@ class TrainingState:
         distribute.discard_worker_copy(manager.directory, self.strategy)
         return path
 
-    def save_unless_saved(self, manager):
-        """Saves the current step unless the latest checkpoint already holds it."""
-        latest = manager.latest_checkpoint
-        if latest is None or not latest.endswith(f"-{int(self.step.numpy())}"):
-            self.save(manager)
-
     def restore(self, prefix, skip=()):
         """Restores the checkpoint `prefix` (every variable must match).
 
@@ -129,7 +122,10 @@ class TrainingState:
             status.expect_partial()
         check_step(self.step.numpy(), prefix)
 
-    def restore_latest(self, directory, skip=()):
-        """Restores the newest readable checkpoint of `directory` (see
-        `checkpoints.restore_newest_readable`); returns `(prefix or None, skipped)`."""
-        return restore_newest_readable(lambda prefix: self.restore(prefix, skip), directory)
+
+def read_model(prefix, config, vocabulary_size, seed):
+    """The `LanguageModel` of the checkpoint `prefix` (its optimizer and carried state are not
+    read: they may differ and are not exported), under the current strategy."""
+    state = TrainingState(config, vocabulary_size, tf.distribute.get_strategy(), seed)
+    state.restore(prefix, skip=("optimizer", "state"))
+    return state.model

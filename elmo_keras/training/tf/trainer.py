@@ -17,12 +17,11 @@ import functools
 
 import tensorflow as tf
 
-from elmo_keras.training.common import distribute
+from elmo_keras.training.common import distribute, step_ops
 from elmo_keras.training.common.metrics import step_logs
 from elmo_keras.training.common.stopping import STOP_REASONS
 from elmo_keras.training.common.trainer_base import TrainerBase
-from elmo_keras.training.feed.data import SentenceStream
-from elmo_keras.training.feed.windows import WindowPacker, make_dataset
+from elmo_keras.training.feed.windows import make_dataset
 from elmo_keras.training.tf import gradients
 from elmo_keras.training.tf.state import TrainingState
 
@@ -84,6 +83,9 @@ class Trainer(TrainerBase):
         self.state = TrainingState(
             self.config, len(vocabulary), self.strategy, self.seed, mixed_precision
         )
+        # Adagrad with a sampled softmax: the softmax kernel is updated row by row (`gradients`).
+        sampled = self.model.n_negative_samples > 0
+        self.sparse_softmax = sampled and self.config["optimizer"] == "adagrad"
         self._train_step = None
 
     model = property(lambda self: self.state.model)
@@ -115,24 +117,32 @@ class Trainer(TrainerBase):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             out = self.model.window_nll(batch, state_h, state_c, candidates, training=True)
-            loss = 0.5 * (out["forward_nll"] + out["backward_nll"]) / denominator
+            loss = step_ops.mean_loss(out, denominator)
         grads = tape.gradient(loss, variables)
+        sparse = self._sparse_index()  # that gradient stays a `tf.IndexedSlices`
         grads = [
-            tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-            for g, v in zip(grads, variables, strict=True)
+            tf.zeros_like(v) if g is None else (g if i == sparse else tf.convert_to_tensor(g))
+            for i, (g, v) in enumerate(zip(grads, variables, strict=True))
         ]
         return grads, out["forward_nll"], out["backward_nll"], out["state_h"], out["state_c"]
 
+    def _sparse_index(self):
+        """The softmax kernel's position among the trainable variables when its gradient is
+        kept as rows (`sparse_softmax`), else None."""
+        if not self.sparse_softmax:
+            return None
+        kernel = self.model.softmax_kernel
+        return next(i for i, v in enumerate(self.model.trainable_variables) if v is kernel)
+
     def _replica_step(self, batch, step, candidates, stop_votes):
         ctx = tf.distribute.get_replica_context()
-        mask = self.model.token_mask(batch["forward_char_ids"])
-        local_tokens = tf.reduce_sum(tf.cast(mask, tf.float32))
+        local_tokens = step_ops.token_count(self.model.token_mask(batch["forward_char_ids"]))
         # One all-reduce carries the token count and every worker's request to stop (a signal,
         # its own clock's time budget, a callback), so that all workers stop after the same step.
         totals = ctx.all_reduce(
             tf.distribute.ReduceOp.SUM, tf.concat([local_tokens[None], stop_votes], axis=0)
         )
-        denominator = tf.maximum(totals[0], 1.0)
+        denominator = step_ops.denominator(totals[0])
         if self.carry_state:
             state_h, state_c = self.state.replica_rows(ctx, self.per_replica_batch)
         else:
@@ -145,9 +155,12 @@ class Trainer(TrainerBase):
         )
         variables = self.model.trainable_variables
         if self.freeze_bilm_steps:
-            frozen = step < self.freeze_bilm_steps
-            grads = gradients.freeze(grads, variables, self.bilm.trainable_variables, frozen)
-        norm = gradients.apply_clipped(ctx, self.optimizer, variables, grads, self.clip_norm)
+            bilm = {id(v) for v in self.bilm.trainable_variables}
+            frozen = [id(v) in bilm for v in variables]
+            grads = step_ops.freeze(grads, frozen, step < self.freeze_bilm_steps)
+        norm = gradients.apply_clipped(
+            ctx, self.optimizer, variables, grads, self.clip_norm, self._sparse_index()
+        )
         if self.carry_state:
             self.state.carry(ctx, new_h, new_c)
         return nll_fw, nll_bw, local_tokens, norm, totals[1:]
@@ -197,12 +210,7 @@ class Trainer(TrainerBase):
     def _batches(self, train, epochs, tokenization_mode, shuffle_buffer, skip):
         """The run's distributed dataset, `skip` global batches in, as `(batch, epoch)`."""
         sizes = (self.batch_size, self.unroll_steps, self.max_chars)
-        stream = functools.partial(
-            SentenceStream, train, tokenization_mode, True, shuffle_buffer, self.seed, epochs
-        )
-
-        def packer():
-            return WindowPacker(stream(), self.vocabulary, *sizes)
+        packer = functools.partial(self._packer, train, epochs, tokenization_mode, shuffle_buffer)
 
         errors = []  # what the packer raised (a text file changed under the run): re-raised
         dataset = self.strategy.distribute_datasets_from_function(
@@ -228,8 +236,6 @@ class Trainer(TrainerBase):
         """Saves a checkpoint numbered by the step (on every worker; the chief's is kept)."""
         return self.state.save(manager)
 
-    def save_unless_saved(self, manager):
-        self.state.save_unless_saved(manager)
-
-    def _restore_latest(self, checkpoint_dir, skip):
-        return self.state.restore_latest(checkpoint_dir, skip)
+    def restore_file(self, prefix, skip=()):
+        """`TrainingState.restore`."""
+        self.state.restore(prefix, skip)
