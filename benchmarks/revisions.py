@@ -6,14 +6,18 @@
 
     python benchmarks/revisions.py --base d17e74b --rounds 3 -- training.py --configs tiny small
 
+    python benchmarks/revisions.py --base 2cad059 --rounds 1 -- training_backends.py \
+        --configs tiny --backends tensorflow jax --rounds 1
+
 The base revision is checked out with `git worktree` into `--workdir` (reused); the working tree
 is "after" (`WORKDIR/shared` links to `../shared`, so both find the same data). Each round runs
 the benchmark script once from each tree (the order alternating, so that neither always runs on
 a warmer or cooler machine), each in a fresh process that imports its own tree's `elmo_keras`
 (its `benchmarks/common.py` puts its checkout first on `sys.path`). The table has, per row of
 the benchmark's JSON (`inference.py`: mode and workload, tokens/s; `training.py`: configuration,
-softmax and XLA, tokens/s), the median over rounds of each revision and their ratio. The CPU and
-its flags come first: compare ratios, not figures, across machines.
+softmax and XLA, tokens/s; `training_backends.py`: configuration and backend, tokens/s), the
+median over rounds of each revision and their ratio. The CPU and its flags come first: compare
+ratios, not figures, across machines.
 """
 
 import argparse
@@ -28,6 +32,7 @@ import common
 KEYS = {  # the benchmark's JSON rows: what names a row, and its speed
     "inference.py": (("mode", "workload"), "tokens_per_s"),
     "training.py": (("config", "softmax", "xla"), "tokens_per_second"),
+    "training_backends.py": (("config", "backend"), "tokens_per_second"),
 }
 
 
