@@ -78,9 +78,9 @@ def _step_memory_gib(trainer, batch):
     """Arguments + temporaries of the compiled step, GiB (None when XLA does not say)."""
     try:
         lowered = trainer._train_step.lower(
-            trainer._state,
+            trainer.state.on_devices(),
             batch,
-            trainer._put(trainer.candidates(0), False),
+            trainer._placement.put(trainer.candidates(0), False),
             np.int32(0),
             np.float32(0.1),
         )
@@ -101,7 +101,7 @@ def step_speed(rows, precision, small, steps):
     trainer = _trainer(config, _vocabulary(words), precision)
     rng = np.random.default_rng(0)
     batches = [
-        {k: trainer._put(v, True) for k, v in b.items()}
+        {k: trainer._placement.put(v, True) for k, v in b.items()}
         for b in _random_windows(rng, config, words, 4)
     ]
     requests = StopRequests(handle_signals=False)

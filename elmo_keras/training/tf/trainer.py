@@ -3,8 +3,10 @@
 One global step = one global batch of windows, split over the replicas row-wise. Each replica
 divides its tokens' summed negative log-likelihood by the *global* token count, so the replicas'
 gradients add up to the gradient of the global mean; they are clipped by their global norm after
-that sum (`gradients`). The sampled softmax's candidates are drawn on the host for `(seed,
-step)` (`LanguageModel.sample_candidates`) and handed to the step. The LSTM state carried from
+that sum (`gradients`). With Adagrad and a sampled softmax only the softmax rows the step read are
+updated (`gradients.sparse_adagrad`, as on JAX; `trainer.sparse_softmax`). The sampled
+softmax's candidates are drawn on the host for `(seed, step)` (`LanguageModel.sample_candidates`)
+and handed to the step. The LSTM state carried from
 window to window is checkpointed with the weights, the optimizer and the step, which is also the
 data position (`state.TrainingState`): a stopped run resumes exactly.
 
@@ -30,7 +32,8 @@ class Trainer(TrainerBase):
     """Trains a `LanguageModel` on windows of text under a `tf.distribute` strategy.
 
     `trainer.model`, `.optimizer`, `.step`, `.state_h`, `.state_c`: see `TrainingState`
-    (`trainer.state`). The loop, `evaluate` and `export`: `TrainerBase`.
+    (`trainer.state`). `trainer.sparse_softmax`: the softmax kernel is updated row by row
+    (Adagrad with a sampled softmax). The loop, `evaluate` and `export`: `TrainerBase`.
 
     Args:
         config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
