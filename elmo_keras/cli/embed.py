@@ -157,6 +157,35 @@ def resolve_model_files(args):
         raise CommandError(f"{flag}: {error}{hint}") from None
 
 
+def resolve_model(args):
+    """The biLM that --preset, --model or --options/--weights name, any download done (before
+    Keras loads): the preset name or folder as given (a published or packaged name, a model
+    folder, a `save_to_preset` folder, an ELMoForManyLangs folder or language), else the local
+    `(options, weights)` paths. `load_model` loads it: a folder's own config (an
+    ELMoForManyLangs model's dictionaries) comes along. What every command that reads a biLM
+    runs (`embed`, `dump-token-embeddings`, `export`)."""
+    from elmo_keras.efml import is_efml_folder
+    from elmo_keras.presets import efml_preset, resolve_efml_preset
+
+    given = args.preset or args.model
+    if given and not (args.preset and args.model) and efml_preset(given):
+        resolve_efml_preset(given)  # an ELMoForManyLangs language: downloaded once
+        return given
+    if given and not (args.preset and args.model) and is_efml_folder(given):
+        return given
+    options, weights = resolve_model_files(args)  # the checks and messages of every source
+    return given or (options, weights)
+
+
+def load_model(source):
+    """The `BiLM` of a `resolve_model` result (Keras loaded on the chosen backend by then)."""
+    from elmo_keras.models import BiLM
+
+    if isinstance(source, tuple):
+        return BiLM.from_bilm_tf(*source)
+    return BiLM.from_preset(source)
+
+
 def make_embedder(args):
     if args.backend == "keras" and str(args.model or "").lower().endswith(".onnx"):
         args.backend = "onnx"  # an .onnx file names its runtime
@@ -183,23 +212,11 @@ def make_embedder(args):
                     f"`elmo-keras export --preset {args.model} --format onnx`)"
                 )
             raise CommandError(f"--model: {error}{hint}") from None  # missing, or a folder
-    from elmo_keras.efml import is_efml_folder
-    from elmo_keras.presets import PRESETS, efml_preset, resolve_efml_preset
-
-    name = args.preset or (args.model if str(args.model or "").lower() in PRESETS else None)
-    efml_name = name if name and efml_preset(name) else None
-    if efml_name:  # an ELMoForManyLangs language: downloaded before Keras loads
-        resolve_efml_preset(efml_name)
-    elif not (args.model and is_efml_folder(args.model)):
-        options, weights = resolve_model_files(args)  # any download before Keras loads
+    source = resolve_model(args)  # any download before Keras loads
     select_keras_backend(args.backend)
-    from elmo_keras.models import BiLM
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
-    if efml_name or args.model:  # a folder's config.json (its dictionaries) wins
-        bilm = BiLM.from_preset(efml_name or args.model)
-    else:
-        bilm = BiLM.from_bilm_tf(options, weights)
+    bilm = load_model(source)
     return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
 
 

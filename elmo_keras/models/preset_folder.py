@@ -37,6 +37,7 @@ from elmo_keras import efml
 from elmo_keras.files import atomic_directory, write_text
 from elmo_keras.hdf5_writer import write_datasets
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
+from elmo_keras.models.bilm_weights import build_for_weights
 from elmo_keras.options import (
     bilm_kwargs_to_options,
     options_to_bilm_kwargs,
@@ -304,6 +305,7 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     bilm = keras.saving.deserialize_keras_object(config)
     if not isinstance(bilm, cls):
         raise ValueError(f"`preset` {str(preset)!r} holds a {type(bilm).__name__}, not a {cls}")
+    build_for_weights(bilm)
     return load_weights(bilm, find_model_files(preset)[1], check_finite=check_finite)
 
 
@@ -312,8 +314,7 @@ def load_efml_folder(cls, folder, check_finite=True, network=None, **kwargs):
     its architecture (`network`, a pinned network config, replaces the folder's); a tensor of
     the wrong shape or not finite is one `ValueError` line."""
     efml_kwargs, arrays = efml.read_folder(folder, network=network)
-    bilm = cls(**{**efml_kwargs, **kwargs})
-    bilm.build()
+    bilm = build_for_weights(cls(**{**efml_kwargs, **kwargs}))
     for name, shape in bilm.weight_shapes().items():
         found = arrays[name].shape
         if found != shape:
