@@ -86,7 +86,7 @@ def resolve_source(args):
         raise CommandError("give either --run-dir or --options and --weights, not both")
     if named and (args.run_dir or args.options or args.weights):
         raise CommandError(
-            "give either --preset (or --model) or --run-dir or --options and --weights"
+            "give either --preset or --model or --run-dir or --options and --weights"
         )
     if args.run_dir and not pathlib.Path(args.run_dir).is_dir():
         name = str(args.run_dir).lower() in PRESETS
