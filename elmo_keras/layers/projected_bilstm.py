@@ -144,7 +144,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         self.length_aware = bool(length_aware)
         self.supports_masking = True
         # Set while the layer is built for weights assigned right after (a loaded model:
-        # `bilm_weights.build_for_weights`): the cells then start from zeros, not from their
+        # `elmo_keras.weights.build_for_weights`): the cells then start from zeros, not from their
         # initializers (the orthogonal one is a QR decomposition of each recurrent kernel).
         self._restoring = False
 

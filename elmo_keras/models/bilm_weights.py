@@ -102,20 +102,6 @@ def get_weight_arrays(bilm):
     return arrays
 
 
-def build_for_weights(bilm):
-    """Builds `bilm`, if it is not built, for weights assigned right after (a model being
-    loaded): its LSTM cells start from zeros instead of their initializers, whose values would
-    be overwritten anyway. Their orthogonal recurrent initializer is a QR decomposition of each
-    `projection_dim x 4 * units` kernel: most of a 4096-cell model's load time. Returns `bilm`."""
-    if not bilm.built:
-        bilm.bilstm._restoring = True
-        try:
-            bilm.build()
-        finally:
-            bilm.bilstm._restoring = False
-    return bilm
-
-
 def set_weight_arrays(bilm, arrays):
     """Assigns {published name: array} (every name of `weight_shapes`, shapes checked by the
     caller) to a built `BiLM`."""

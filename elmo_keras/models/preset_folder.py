@@ -37,7 +37,6 @@ from elmo_keras import efml
 from elmo_keras.files import atomic_directory, write_text
 from elmo_keras.hdf5_writer import write_datasets
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
-from elmo_keras.models.bilm_weights import build_for_weights
 from elmo_keras.options import (
     bilm_kwargs_to_options,
     options_to_bilm_kwargs,
@@ -56,7 +55,12 @@ from elmo_keras.presets import (
     resolve_preset,
 )
 from elmo_keras.text.char_ids import N_CHARACTERS
-from elmo_keras.weights import load_weights, read_weight_arrays, save_weights
+from elmo_keras.weights import (
+    build_for_weights,
+    load_weights,
+    read_weight_arrays,
+    save_weights,
+)
 
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
@@ -305,7 +309,6 @@ def load_bilm(cls, preset, cache_dir=None, progress=True, check_finite=True, **k
     bilm = keras.saving.deserialize_keras_object(config)
     if not isinstance(bilm, cls):
         raise ValueError(f"`preset` {str(preset)!r} holds a {type(bilm).__name__}, not a {cls}")
-    build_for_weights(bilm)
     return load_weights(bilm, find_model_files(preset)[1], check_finite=check_finite)
 
 
