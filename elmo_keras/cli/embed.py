@@ -125,11 +125,17 @@ class SentenceIndex:
         return "sentence_to_index", np.array([json.dumps(self.index)], h5py.string_dtype())
 
 
-def resolve_model_files(args):
-    """Local (options, weights) paths from --preset, a --model folder, or --options/--weights
-    (paths or URLs; a URL is downloaded once into the cache)."""
+def resolve_model(args):
+    """The biLM that --preset, --model or --options/--weights name, any download done (before
+    Keras loads): the preset name or folder as given (a published, packaged or
+    ELMoForManyLangs name, a model folder, a `save_to_preset` folder, an ELMoForManyLangs
+    folder), else the local `(options, weights)` paths (URLs downloaded once into the cache).
+    `load_model` loads it, a folder's own config (an ELMoForManyLangs model's dictionaries)
+    with it. What every command that reads a biLM runs (`embed`, `dump-token-embeddings`,
+    `export`)."""
     from elmo_keras.download import cached_path
-    from elmo_keras.presets import PRESETS, resolve_preset
+    from elmo_keras.efml import is_efml_folder
+    from elmo_keras.presets import PRESETS, efml_preset, resolve_efml_preset, resolve_preset
 
     sources = [args.preset, args.model, args.options or args.weights]
     if sum(bool(source) for source in sources) > 1:
@@ -146,35 +152,18 @@ def resolve_model_files(args):
         )
     check_input_file("--options", args.options)
     check_input_file("--weights", args.weights)
+    given = args.preset or args.model
     try:
-        if args.preset or args.model:  # a name, or a folder (`find_model_files`)
-            return resolve_preset(args.preset or args.model)
-        return cached_path(args.options), cached_path(args.weights)
+        if given and efml_preset(given):  # an ELMoForManyLangs language: downloaded once
+            resolve_efml_preset(given)
+        elif given and not is_efml_folder(given):  # a name, or a folder (`find_model_files`)
+            resolve_preset(given)
+        return given or (cached_path(args.options), cached_path(args.weights))
     except ValueError as error:
         flag = "--preset" if args.preset else "--model" if args.model else "--options/--weights"
         onnx = pathlib.Path(args.model or "", "model.onnx")
         hint = f" (for its ONNX model: --model {onnx})" if args.model and onnx.is_file() else ""
         raise CommandError(f"{flag}: {error}{hint}") from None
-
-
-def resolve_model(args):
-    """The biLM that --preset, --model or --options/--weights name, any download done (before
-    Keras loads): the preset name or folder as given (a published or packaged name, a model
-    folder, a `save_to_preset` folder, an ELMoForManyLangs folder or language), else the local
-    `(options, weights)` paths. `load_model` loads it: a folder's own config (an
-    ELMoForManyLangs model's dictionaries) comes along. What every command that reads a biLM
-    runs (`embed`, `dump-token-embeddings`, `export`)."""
-    from elmo_keras.efml import is_efml_folder
-    from elmo_keras.presets import efml_preset, resolve_efml_preset
-
-    given = args.preset or args.model
-    if given and not (args.preset and args.model) and efml_preset(given):
-        resolve_efml_preset(given)  # an ELMoForManyLangs language: downloaded once
-        return given
-    if given and not (args.preset and args.model) and is_efml_folder(given):
-        return given
-    options, weights = resolve_model_files(args)  # the checks and messages of every source
-    return given or (options, weights)
 
 
 def load_model(source):
