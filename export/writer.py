@@ -18,6 +18,9 @@ OUTPUT/
   export.json           what was written, from what, by which version
 ```
 
+`export_model(options_path, weights_path, output, ...)` reads bilm-tf's two files;
+`export_preset(preset, output, ...)` loads `BiLM.from_preset(preset)` instead (a name or a
+folder: an ELMoForManyLangs model comes with its dictionaries, which the exports carry).
 `export_model(..., progress=callback)` reports each stage (`"loading weights"`, `"SavedModel"`,
 `"ONNX"`, `"ONNX stateful"`, `"int8"`): `callback(stage, None)` when it starts and
 `callback(stage, seconds)` when it has finished.
@@ -193,8 +196,11 @@ def export_preset(preset, output, **kwargs):
     Returns:
         The manifest dict (also written as `export.json`).
     """
-    folder = pathlib.Path(preset)
-    inputs = (folder,) if folder.is_dir() else ()
+    from elmo_keras.presets import PRESETS  # noqa: PLC0415
+
+    # A name wins over a folder of that name (`resolve_preset`); a folder is never replaced.
+    named = os.fspath(preset).lower() in PRESETS or not pathlib.Path(preset).is_dir()
+    inputs = () if named else (pathlib.Path(preset),)
 
     def load():
         from elmo_keras.models import BiLM  # noqa: PLC0415
@@ -202,7 +208,7 @@ def export_preset(preset, output, **kwargs):
         bilm = BiLM.from_preset(preset)
         return bilm, bilm.to_options()
 
-    given = os.fspath(folder.resolve()) if folder.is_dir() else os.fspath(preset)
+    given = os.fspath(preset if named else pathlib.Path(preset).resolve())
     return _export(load, {"preset": given}, inputs, output, **kwargs)
 
 

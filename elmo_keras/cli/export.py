@@ -119,7 +119,8 @@ def run(args):
     from elmo_keras.export import writer  # noqa: PLC0415
 
     named = () if isinstance(source, tuple) else (source,)
-    inputs = named or source  # a preset's folder, like the files, is never replaced
+    # A preset's folder, like the two files, is never replaced (a name has none here).
+    inputs = tuple(p for p in named if pathlib.Path(p).is_dir()) if named else source
     try:  # the output's problems are found before the slow work
         writer.check_export_output(args.output, args.overwrite, inputs)
     except FileExistsError as error:
