@@ -174,7 +174,8 @@ def resolve_preset(preset, cache_dir=None, progress=True):
     if efml_preset(preset):
         raise ValueError(
             f"{preset!r} is an ELMoForManyLangs model (a folder, not options and weights): this "
-            "entry point does not take it yet; `BiLM.from_preset` and `embed --preset` do"
+            "entry point does not take it yet; `BiLM.from_preset`, `embed`, "
+            "`dump-token-embeddings` and `export` do"
         )
     options, weights = preset_sources(preset)
     entry = PRESETS[_preset_name(preset)]

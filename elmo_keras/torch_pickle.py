@@ -149,8 +149,13 @@ def _read_zip(path):
 
 
 def _read_legacy(path):
-    with open(path, "rb") as handle:
-        data = io.BytesIO(handle.read())
+    with open(path, "rb") as data:
+        return _read_legacy_stream(data, path)
+
+
+def _read_legacy_stream(data, path):
+    """The legacy format from an open file: its storages are read straight into their arrays
+    (`readinto`, no intermediate copy of a file that may be 400 MB)."""
 
     def no_storage(*_):
         raise ValueError(f"{path}: a storage outside the state dict")
@@ -175,10 +180,12 @@ def _read_legacy(path):
         storage_type, numel, array = storages[str(key)]
         count = np.frombuffer(data.read(8), "<i8")
         nbytes = numel * storage_type.dtype.itemsize
-        raw = data.read(nbytes)
-        if count.size != 1 or int(count[0]) != numel or len(raw) != nbytes:
+        if (
+            count.size != 1
+            or int(count[0]) != numel
+            or data.readinto(array.view(np.uint8)) != nbytes
+        ):
             raise ValueError(f"{path}: storage {key!r} is truncated or mislabelled")
-        array[:] = np.frombuffer(raw, storage_type.dtype)
     return state
 
 

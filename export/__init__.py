@@ -10,6 +10,8 @@
 - `export_model(options_path, weights_path, output, formats="all", overwrite=False, ...,
   progress=None)`: all of it into one folder, written atomically (what `elmo-keras export`
   runs), reporting each stage to `progress`.
+- `export_preset(preset, output, ...)`: the same for `BiLM.from_preset(preset)` (a name, a
+  model folder, a `save_to_preset` folder, an ELMoForManyLangs model with its dictionaries).
 - `require_onnx()`: raises unless the `[onnx]` extra (tf2onnx, onnx, onnxruntime) is installed.
 
 The submodules import TensorFlow; this package imports them on first use.
@@ -24,13 +26,16 @@ _EXPORTS = {
     "quantize_onnx": "onnx",
     "require_onnx": "onnx",
     "export_model": "writer",
+    "export_preset": "writer",
     "atomic_directory": "writer",
 }
 
 # What traces the model in TensorFlow; `quantize_onnx`, `require_onnx` and `atomic_directory`
 # need only ONNX or files.
 _TRACING = {"export_savedmodel": "tensorflow", "ElmoServingModule": "tensorflow"}
-_TRACING.update(export_onnx="onnx", export_model="onnx")  # `[onnx]` brings TensorFlow too
+_TRACING.update(
+    export_onnx="onnx", export_model="onnx", export_preset="onnx"
+)  # `[onnx]` brings TensorFlow too
 
 __all__ = sorted(_EXPORTS)
 

@@ -18,6 +18,9 @@ OUTPUT/
   export.json           what was written, from what, by which version
 ```
 
+`export_model(options_path, weights_path, output, ...)` reads bilm-tf's two files;
+`export_preset(preset, output, ...)` loads `BiLM.from_preset(preset)` instead (a name or a
+folder: an ELMoForManyLangs model comes with its dictionaries, which the exports carry).
 `export_model(..., progress=callback)` reports each stage (`"loading weights"`, `"SavedModel"`,
 `"ONNX"`, `"ONNX stateful"`, `"int8"`): `callback(stage, None)` when it starts and
 `callback(stage, seconds)` when it has finished.
@@ -143,39 +146,115 @@ def export_model(
         ModuleNotFoundError: an ONNX format is asked for and the `[onnx]` extra is missing
             (raised before anything is loaded or written).
     """
+    for name, path in (("options_path", options_path), ("weights_path", weights_path)):
+        if not pathlib.Path(path).is_file():
+            raise FileNotFoundError(f"`{name}` is not a file. Received: {name}={str(path)!r}")
+
+    def load():
+        from elmo_keras.models import BiLM  # noqa: PLC0415
+        from elmo_keras.weights import read_options  # noqa: PLC0415
+
+        return BiLM.from_bilm_tf(options_path, weights_path), read_options(options_path)
+
+    # Absolute, as resolved: the record is read from other folders than the one it was typed in.
+    record = {
+        "options": os.fspath(pathlib.Path(options_path).resolve()),
+        "weights": os.fspath(pathlib.Path(weights_path).resolve()),
+    }
+    return _export(
+        load,
+        record,
+        (options_path, weights_path),
+        output,
+        formats=formats,
+        overwrite=overwrite,
+        onnx_state=onnx_state,
+        quantize=quantize,
+        opset=opset,
+        tokenization_mode=tokenization_mode,
+        use_tensorflow_text=use_tensorflow_text,
+        scalar_mix=scalar_mix,
+        progress=progress,
+    )
+
+
+def export_preset(preset, output, **kwargs):
+    """Loads a biLM with `BiLM.from_preset(preset)` and writes the exports as `export_model`.
+
+    The model's own character and word dictionaries (an ELMoForManyLangs model's) come along:
+    the SavedModel makes ids through them in its graph, the ONNX model carries them in its
+    metadata (`OnnxEmbedder` reads them). `export.json` records `preset` instead of the two
+    files; `options.json` is the model's architecture in bilm-tf's form.
+
+    Args:
+        preset: str or path-like. A preset name (an ELMoForManyLangs language:
+            `efml_<language>`), a model folder, a `save_to_preset` folder or an
+            ELMoForManyLangs model folder.
+        output: str or path-like. The export folder.
+        **kwargs: the other arguments of `export_model` (`formats`, `overwrite`, ...).
+
+    Returns:
+        The manifest dict (also written as `export.json`).
+    """
+    from elmo_keras.presets import PRESETS  # noqa: PLC0415
+
+    # A name wins over a folder of that name (`resolve_preset`); a folder is never replaced.
+    named = os.fspath(preset).lower() in PRESETS or not pathlib.Path(preset).is_dir()
+    inputs = () if named else (pathlib.Path(preset),)
+
+    def load():
+        from elmo_keras.models import BiLM  # noqa: PLC0415
+
+        bilm = BiLM.from_preset(preset)
+        return bilm, bilm.to_options()
+
+    given = os.fspath(preset if named else pathlib.Path(preset).resolve())
+    return _export(load, {"preset": given}, inputs, output, **kwargs)
+
+
+def _export(
+    load,
+    record,
+    inputs,
+    output,
+    formats="all",
+    overwrite=False,
+    onnx_state=False,
+    quantize=False,
+    opset=17,
+    tokenization_mode=DEFAULT_TOKENIZATION_MODE,
+    use_tensorflow_text=False,
+    scalar_mix=None,
+    progress=None,
+):
+    """Checks, loads the biLM and its options with `load()` and writes the export folder
+    (`export_model`); `record` (where the biLM came from) goes into the manifest, nothing
+    inside `inputs` is replaced."""
     formats = _check_formats(formats)
     if (onnx_state or quantize) and "onnx" not in formats:
         raise ValueError(
             "`onnx_state` and `quantize` need the ONNX format. "
             f"Received: formats={formats!r}, onnx_state={onnx_state}, quantize={quantize}"
         )
-    inputs = (options_path, weights_path)
     output = check_export_output(output, overwrite, inputs)  # fail before the slow part
-    for name, path in (("options_path", options_path), ("weights_path", weights_path)):
-        if not pathlib.Path(path).is_file():
-            raise FileNotFoundError(f"`{name}` is not a file. Received: {name}={str(path)!r}")
     if "onnx" in formats:
         from elmo_keras.export.onnx import require_onnx  # noqa: PLC0415
 
         require_onnx()  # before the slow SavedModel, not after it
 
     import elmo_keras  # noqa: PLC0415
-    from elmo_keras.models import BiLM  # noqa: PLC0415
-    from elmo_keras.weights import read_options, write_options  # noqa: PLC0415
+    from elmo_keras.weights import write_options  # noqa: PLC0415
 
     with _stage(progress, "loading weights"):
-        bilm = BiLM.from_bilm_tf(options_path, weights_path)
+        bilm, options = load()
     manifest = {
         "producer": "elmo-keras",
         "elmo_keras_version": elmo_keras.__version__,
-        # Absolute, as resolved: the record is read from other folders than the one it was
-        # typed in.
-        "options": os.fspath(pathlib.Path(options_path).resolve()),
-        "weights": os.fspath(pathlib.Path(weights_path).resolve()),
+        **record,
         "files": {},
     }
     with atomic_directory(output, overwrite, EXPORT_FOLDER, inputs) as staging:
-        write_options(read_options(options_path), staging / "options.json")
+        write_options(options, staging / "options.json")
         if "savedmodel" in formats:
             from elmo_keras.export.savedmodel import export_savedmodel  # noqa: PLC0415
 

@@ -1,6 +1,7 @@
 """ELMoForManyLangs' languages by name, offline: a loopback mirror serves a fixture model packed
 as a published zip (`$ELMO_KERAS_MIRROR`, the cache in `tmp_path`)."""
 
+import argparse
 import io
 import json
 import zipfile
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from elmo_keras import efml_presets, presets
+from elmo_keras.cli.export import resolve_source
 from elmo_keras.file_io.download import DownloadError
 from elmo_keras.presets import PRESETS, preset_sources
 from tests.file_io.test_download import FileServer
@@ -79,6 +81,16 @@ def test_a_language_through_the_mirror_gives_efml_numbers(
         for i, array in enumerate(got):
             np.testing.assert_allclose(array, h5["all_layers"][f"{i:03d}"][()], atol=2e-5)
     BiLM.from_preset("efml_english")  # fetched once
+    # By name, the commands that read a biLM take it too (`export` as `dump-token-embeddings`:
+    # `elmo_keras.cli.embed.resolve_model`); <S> is the model's <bos>.
+    (tmp_path / "vocab.txt").write_text("<S>\n</S>\n" + sentences[0][0] + "\n")
+    argv = ["dump-token-embeddings", "--preset", "efml_english", "--output", str(tmp_path / "t")]
+    assert main([*argv, "--vocab", str(tmp_path / "vocab.txt")]) == 0
+    with h5py.File(tmp_path / "t", "r") as h5:
+        assert h5["embedding"].shape == (3, 24)
+        np.testing.assert_allclose(h5["embedding"][2], got[0][0, 0, :24], atol=2e-5)
+    source = {"options": None, "weights": None, "run_dir": None, "model": None}
+    assert resolve_source(argparse.Namespace(preset="efml_english", **source)) == "efml_english"
     assert len(mirror.requests(ZIP_PATH)) == 1
     assert main(["presets", "efml_english"]) == 0
     assert capsys.readouterr().out.strip().endswith("/model")
@@ -87,11 +99,6 @@ def test_a_language_through_the_mirror_gives_efml_numbers(
     assert efml_presets.preset_name("Old Church Slavonic") == "efml_old_church_slavonic"
 
 
-def test_entry_points_reading_options_and_weights_name_the_ones_that_load_it(tmp_path, capsys):
-    from elmo_keras.cli import main
-
+def test_entry_points_reading_options_and_weights_name_the_ones_that_load_it():
     with pytest.raises(ValueError, match="'efml_german' is an ELMoForManyLangs model .* do$"):
         presets.resolve_preset("efml_german")
-    argv = ["export", "--preset", "efml_german", "--output", str(tmp_path / "x")]
-    assert main(argv) == 2
-    assert "this entry point does not take it yet" in capsys.readouterr().err

@@ -4,7 +4,7 @@ the context-free vector of each token (the char CNN's output) in hdf5."""
 import contextlib
 
 from elmo_keras.cli._common import check_input_file, select_keras_backend
-from elmo_keras.cli.embed import check_output_location, resolve_model_files
+from elmo_keras.cli.embed import check_output_location, load_model, resolve_model
 
 
 def add_parser(subparsers):
@@ -15,7 +15,9 @@ def add_parser(subparsers):
         description="Reads a vocabulary file (bilm-tf's format: one token per line, with <S> "
         "and </S>) and writes one float32 dataset `embedding` of shape (n_tokens, "
         "projection_dim): row k is the char CNN's output (after the highway and projection "
-        "layers) for the token of line k; <S> and </S> get the sentence-boundary vectors. "
+        "layers) for the token of line k; <S> and </S> get the sentence-boundary vectors (an "
+        "ELMoForManyLangs model's <bos>, <eos>; its tokens become ids through its own "
+        "dictionaries). "
         "bilm-tf's `BidirectionalLanguageModel(use_character_inputs=False, "
         "embedding_weight_file=...)` reads it, and so does "
         "`ElmoEmbedding.from_token_embeddings` (token ids instead of characters).",
@@ -25,10 +27,15 @@ def add_parser(subparsers):
     parser.add_argument("--options", help="bilm-tf options.json, a path or URL")
     parser.add_argument("--weights", help="bilm-tf hdf5 weights, a path or URL")
     parser.add_argument(
-        "--model", help="a preset name or a model folder (options.json and weights)"
+        "--model",
+        help="a preset name (see `elmo-keras presets`), a model folder (options.json and "
+        "weights), a save_to_preset folder or an ELMoForManyLangs model folder",
     )
     parser.add_argument(
-        "--preset", metavar="NAME", help="a named biLM or a model folder; see `elmo-keras presets`"
+        "--preset",
+        metavar="NAME",
+        help="a named biLM (an ELMoForManyLangs language: efml_<language>) or a model folder; "
+        "see `elmo-keras presets`",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return parser
@@ -45,13 +52,15 @@ def run(args):
         raise ValueError(f"--vocab {args.vocab}: {error}") from None
     with contextlib.ExitStack() as held:  # the output's lock, for the rest of the run
         output = check_output_location(args, held)
-        options, weights = resolve_model_files(args)
+        source = resolve_model(args)
         select_keras_backend("keras")  # TensorFlow only when Keras will run on it
-        from elmo_keras.models import BiLM
         from elmo_keras.models.elmo_inputs import cached_word_vectors
 
-        bilm = BiLM.from_bilm_tf(options, weights)
-        vectors = cached_word_vectors(bilm.char_cnn, list(vocab.tokens))
+        bilm = load_model(source)
+        tokens = list(vocab.tokens)
+        if bilm.token_dictionary is not None:  # the file's <S>, </S>: the model's boundaries
+            tokens = [{"<S>": "<bos>", "</S>": "<eos>"}.get(token, token) for token in tokens]
+        vectors = cached_word_vectors(bilm.char_cnn, tokens, bilm)
         write_datasets(output, [("embedding", vectors)], overwrite=args.overwrite)
     print(f"wrote {vectors.shape[0]} token vectors of {vectors.shape[1]} values to {output}")
     return 0

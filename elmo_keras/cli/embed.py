@@ -125,11 +125,17 @@ class SentenceIndex:
         return "sentence_to_index", np.array([json.dumps(self.index)], h5py.string_dtype())
 
 
-def resolve_model_files(args):
-    """Local (options, weights) paths from --preset, a --model folder, or --options/--weights
-    (paths or URLs; a URL is downloaded once into the cache)."""
+def resolve_model(args):
+    """The biLM that --preset, --model or --options/--weights name, any download done (before
+    Keras loads): the preset name or folder as given (a published, packaged or
+    ELMoForManyLangs name, a model folder, a `save_to_preset` folder, an ELMoForManyLangs
+    folder), else the local `(options, weights)` paths (URLs downloaded once into the cache).
+    `load_model` loads it, a folder's own config (an ELMoForManyLangs model's dictionaries)
+    with it. What every command that reads a biLM runs (`embed`, `dump-token-embeddings`,
+    `export`)."""
+    from elmo_keras.efml import is_efml_folder
     from elmo_keras.file_io.download import cached_path
-    from elmo_keras.presets import PRESETS, resolve_preset
+    from elmo_keras.presets import PRESETS, efml_preset, resolve_efml_preset, resolve_preset
 
     sources = [args.preset, args.model, args.options or args.weights]
     if sum(bool(source) for source in sources) > 1:
@@ -146,15 +152,27 @@ def resolve_model_files(args):
         )
     check_input_file("--options", args.options)
     check_input_file("--weights", args.weights)
+    given = args.preset or args.model
     try:
-        if args.preset or args.model:  # a name, or a folder (`find_model_files`)
-            return resolve_preset(args.preset or args.model)
-        return cached_path(args.options), cached_path(args.weights)
+        if given and efml_preset(given):  # an ELMoForManyLangs language: downloaded once
+            resolve_efml_preset(given)
+        elif given and not is_efml_folder(given):  # a name, or a folder (`find_model_files`)
+            resolve_preset(given)
+        return given or (cached_path(args.options), cached_path(args.weights))
     except ValueError as error:
         flag = "--preset" if args.preset else "--model" if args.model else "--options/--weights"
         onnx = pathlib.Path(args.model or "", "model.onnx")
         hint = f" (for its ONNX model: --model {onnx})" if args.model and onnx.is_file() else ""
         raise CommandError(f"{flag}: {error}{hint}") from None
+
+
+def load_model(source):
+    """The `BiLM` of a `resolve_model` result (Keras loaded on the chosen backend by then)."""
+    from elmo_keras.models import BiLM
+
+    if isinstance(source, tuple):
+        return BiLM.from_bilm_tf(*source)
+    return BiLM.from_preset(source)
 
 
 def make_embedder(args):
@@ -183,23 +201,11 @@ def make_embedder(args):
                     f"`elmo-keras export --preset {args.model} --format onnx`)"
                 )
             raise CommandError(f"--model: {error}{hint}") from None  # missing, or a folder
-    from elmo_keras.efml import is_efml_folder
-    from elmo_keras.presets import PRESETS, efml_preset, resolve_efml_preset
-
-    name = args.preset or (args.model if str(args.model or "").lower() in PRESETS else None)
-    efml_name = name if name and efml_preset(name) else None
-    if efml_name:  # an ELMoForManyLangs language: downloaded before Keras loads
-        resolve_efml_preset(efml_name)
-    elif not (args.model and is_efml_folder(args.model)):
-        options, weights = resolve_model_files(args)  # any download before Keras loads
+    source = resolve_model(args)  # any download before Keras loads
     select_keras_backend(args.backend)
-    from elmo_keras.models import BiLM
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
 
-    if efml_name or args.model:  # a folder's config.json (its dictionaries) wins
-        bilm = BiLM.from_preset(efml_name or args.model)
-    else:
-        bilm = BiLM.from_bilm_tf(options, weights)
+    bilm = load_model(source)
     return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)
 
 

@@ -3,7 +3,7 @@
 import pathlib
 
 from elmo_keras.cli import CommandError
-from elmo_keras.cli._common import add_tokenization_argument, check_input_file, require_engine
+from elmo_keras.cli._common import add_tokenization_argument, require_engine
 
 
 def add_parser(subparsers):
@@ -11,13 +11,14 @@ def add_parser(subparsers):
         "export",
         help="export a biLM to SavedModel and/or ONNX for serving",
         description=(
-            "Export a biLM (bilm-tf options + hdf5 weights, or a training output folder) to a "
+            "Export a biLM (bilm-tf options + hdf5 weights, a training output folder, a preset "
+            "name or folder, an ELMoForManyLangs model with its own dictionaries) to a "
             "SavedModel (TF Serving; TF-Hub-style signatures) and/or ONNX (ONNX Runtime). "
             "Writes into a temporary folder next to OUTPUT and renames it into place at the end."
         ),
     )
     source = parser.add_argument_group(
-        "source (--options and --weights, or --run-dir, or --preset)"
+        "source (--options and --weights, or --run-dir, or --preset or --model)"
     )
     source.add_argument("--options", help="bilm-tf options.json, a path or URL")
     source.add_argument("--weights", help="bilm-tf hdf5 weights (lm_weights.hdf5), a path or URL")
@@ -28,8 +29,14 @@ def add_parser(subparsers):
     source.add_argument(
         "--preset",
         metavar="NAME",
-        help="a named biLM: small, medium, original, original_5.5b (downloaded once into the "
-        "cache), mini_en and tiny (packaged), or a model folder; see `elmo-keras presets`",
+        help="a named biLM: small, medium, original, original_5.5b, efml_<language> "
+        "(downloaded once into the cache), mini_en and tiny (packaged), or a model folder; see "
+        "`elmo-keras presets`",
+    )
+    source.add_argument(
+        "--model",
+        help="as `elmo-keras embed --model`: a preset name, a model folder, a save_to_preset "
+        "folder or an ELMoForManyLangs model folder (its dictionaries are exported with it)",
     )
     parser.add_argument("--output", required=True, help="the export folder to create")
     parser.add_argument(
@@ -66,36 +73,37 @@ def add_parser(subparsers):
 
 
 def resolve_source(args):
-    """Local `(options, weights)` paths from `--options`/`--weights` (paths or URLs; a URL is
-    downloaded once into the cache), `--run-dir` or `--preset`."""
-    from elmo_keras.file_io.download import cached_path  # noqa: PLC0415
-    from elmo_keras.presets import PRESETS, find_model_files, resolve_preset  # noqa: PLC0415
+    """What the source flags name, any download done: `(options, weights)` local paths
+    (`--options`/`--weights`, paths or URLs, or `--run-dir`), else the preset name or folder
+    of `--preset`/`--model`, which `export_preset` loads with its own config (an
+    ELMoForManyLangs model's dictionaries); `elmo_keras.cli.embed.resolve_model` resolves
+    these as for every command."""
+    from elmo_keras.cli.embed import resolve_model  # noqa: PLC0415
+    from elmo_keras.presets import PRESETS, find_model_files  # noqa: PLC0415
 
+    named = args.preset or args.model
     if args.run_dir and (args.options or args.weights):
         raise CommandError("give either --run-dir or --options and --weights, not both")
-    if args.preset and (args.run_dir or args.options or args.weights):
-        raise CommandError("give either --preset or --run-dir or --options and --weights")
+    if named and (args.run_dir or args.options or args.weights):
+        raise CommandError(
+            "give either --preset or --model or --run-dir or --options and --weights"
+        )
     if args.run_dir and not pathlib.Path(args.run_dir).is_dir():
         name = str(args.run_dir).lower() in PRESETS
         hint = f" (for the preset: --preset {args.run_dir})" if name else ""
         raise CommandError(f"--run-dir {str(args.run_dir)!r} is not a folder{hint}")
-    if not (args.preset or args.run_dir or (args.options and args.weights)):
+    if not (named or args.run_dir or (args.options and args.weights)):
         raise CommandError("give --options and --weights (or --run-dir or --preset)")
-    check_input_file("--options", args.options)
-    check_input_file("--weights", args.weights)
-    try:
-        if args.preset:
-            return resolve_preset(args.preset)
-        if args.run_dir:
+    if args.run_dir:
+        try:
             return find_model_files(args.run_dir)
-        return cached_path(args.options), cached_path(args.weights)
-    except ValueError as error:
-        flag = "--preset" if args.preset else "--run-dir" if args.run_dir else "--options/--weights"
-        raise CommandError(f"{flag}: {error}") from None
+        except ValueError as error:
+            raise CommandError(f"--run-dir: {error}") from None
+    return resolve_model(args)
 
 
 def run(args):
-    options, weights = resolve_source(args)
+    source = resolve_source(args)
     if (args.onnx_state or args.quantize) and args.format == "savedmodel":
         raise CommandError("--onnx-state and --quantize need --format onnx or all")
     if args.opset < 17:
@@ -108,18 +116,23 @@ def run(args):
     require_engine(
         "export", ("tensorflow",), "it traces the model there; set KERAS_BACKEND=tensorflow"
     )
-    from elmo_keras.export.writer import check_export_output, export_model  # noqa: PLC0415
+    from elmo_keras.export import writer  # noqa: PLC0415
 
+    named = () if isinstance(source, tuple) else (source,)
+    # A preset's folder, like the two files, is never replaced (a name has none here).
+    inputs = tuple(p for p in named if pathlib.Path(p).is_dir()) if named else source
     try:  # the output's problems are found before the slow work
-        check_export_output(args.output, args.overwrite, (options, weights))
+        writer.check_export_output(args.output, args.overwrite, inputs)
     except FileExistsError as error:
         message = str(error).replace("`overwrite=True` (`--overwrite`)", "--overwrite")
         raise CommandError(message) from None
     from elmo_keras.cli import print_stage  # noqa: PLC0415
 
-    manifest = export_model(
-        options,
-        weights,
+    # A preset name or folder loads with its own config (an ELMoForManyLangs model's
+    # dictionaries); bilm-tf's two files as they are.
+    export = writer.export_preset if named else writer.export_model
+    manifest = export(
+        *(named or source),
         args.output,
         formats=args.format,
         progress=print_stage,

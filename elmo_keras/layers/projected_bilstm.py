@@ -143,6 +143,10 @@ class ProjectedBiLSTM(keras.layers.Layer):
         self.return_state = bool(return_state)
         self.length_aware = bool(length_aware)
         self.supports_masking = True
+        # Set while the layer is built for weights assigned right after (a loaded model:
+        # `elmo_keras.weights.build_for_weights`): the cells then start from zeros, not from their
+        # initializers (the orthogonal one is a QR decomposition of each recurrent kernel).
+        self._restoring = False
 
     def build(self, input_shape, *args, **kwargs):
         features = input_shape[-1]
@@ -154,6 +158,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
         self.forward_cells = []
         self.backward_cells = []
         directions = (("forward", self.forward_cells), ("backward", self.backward_cells))
+        names = ("kernel_initializer", "recurrent_initializer", "projection_initializer")
+        initial = dict.fromkeys(names, "zeros") if self._restoring else {}
         for direction, cells in directions:
             for layer in range(self.n_layers):
                 cell = ProjectedLSTMCell(
@@ -164,6 +170,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
                     forget_bias=self.cell_forget_bias,
                     dtype=self.dtype_policy,
                     name=f"{direction}_{layer}",
+                    **initial,
                 )
                 cell.build((None, features if layer == 0 else self.projection_dim))
                 cells.append(cell)

@@ -349,8 +349,7 @@ class BiLM(keras.Model):
         options_path, weights_path = cached_path(options_path), cached_path(weights_path)
         source = f"options file {options_path}"
         bilm = cls.from_options(read_options(options_path), source=source, **kwargs)
-        bilm.build()
-        return load_weights(bilm, weights_path, check_finite=check_finite)
+        return load_weights(bilm, weights_path, check_finite=check_finite)  # builds it
 
     presets = preset_folder.presets_property()  # {name: description}, as keras-hub's classes
 

@@ -55,7 +55,12 @@ from elmo_keras.presets import (
     resolve_preset,
 )
 from elmo_keras.text.char_ids import N_CHARACTERS
-from elmo_keras.weights import load_weights, read_weight_arrays, save_weights
+from elmo_keras.weights import (
+    build_for_weights,
+    load_weights,
+    read_weight_arrays,
+    save_weights,
+)
 
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
@@ -312,8 +317,7 @@ def load_efml_folder(cls, folder, check_finite=True, network=None, **kwargs):
     its architecture (`network`, a pinned network config, replaces the folder's); a tensor of
     the wrong shape or not finite is one `ValueError` line."""
     efml_kwargs, arrays = efml.read_folder(folder, network=network)
-    bilm = cls(**{**efml_kwargs, **kwargs})
-    bilm.build()
+    bilm = build_for_weights(cls(**{**efml_kwargs, **kwargs}))
     for name, shape in bilm.weight_shapes().items():
         found = arrays[name].shape
         if found != shape:

@@ -81,3 +81,37 @@ def test_a_bad_vocabulary_is_one_line_exit_1(tmp_path, allennlp_fixture, capsys)
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and "--vocab" in err, err
+
+
+@pytest.mark.parametrize("flag", ["--model", "--preset"])
+def test_an_efml_model_dumps_efml_token_vectors(flag, efml_fixture, tmp_path):
+    """Each token's row is EFML's layer 0 for it (the fixture's first half of `[token;
+    token]`), its ids made through the model's own dictionaries; <S> and </S> are the model's
+    <bos>, <eos> (the fixture's marker rows)."""
+    import json
+
+    model = "cnn_elmo_words"
+    sentences = json.loads((efml_fixture / "sentences.json").read_text())["sentences"]
+    where = {}  # token -> (sentence, position) of one occurrence
+    for i, sentence in enumerate(sentences):
+        for j, token in enumerate(sentence):
+            if token.strip() and token == "".join(token.split()):  # one line, one token
+                where.setdefault(token, (i, j))
+    tokens = ["<S>", "</S>", *where]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    out = tmp_path / "tokens.hdf5"
+    argv = ["dump-token-embeddings", "--vocab", str(vocab), flag, str(efml_fixture / model)]
+    assert main([*argv, "--output", str(out)]) == 0
+    with (
+        h5py.File(out, "r") as got,
+        h5py.File(efml_fixture / f"{model}.expected.h5", "r") as h5,
+    ):
+        rows = got["embedding"][...]
+        half = rows.shape[1]
+        marked = h5["with_markers"]["000"][()][0]  # layer 0 of sentence 0 with its markers
+        np.testing.assert_allclose(rows[0], marked[0, :half], atol=2e-5)
+        np.testing.assert_allclose(rows[1], marked[-1, :half], atol=2e-5)
+        want = [h5["all_layers"][f"{i:03d}"][()][0, j, :half] for i, j in where.values()]
+    np.testing.assert_allclose(rows[2:], np.stack(want), atol=2e-5)
+    assert len(where) > 100 and rows.shape == (len(tokens), 24)

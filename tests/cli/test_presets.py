@@ -50,12 +50,12 @@ def test_presets_errors_are_one_line(mirror, capsys):
 
 
 def _export_args(**given):
-    args = {"options": None, "weights": None, "run_dir": None, "preset": None}
+    args = {"options": None, "weights": None, "run_dir": None, "preset": None, "model": None}
     return argparse.Namespace(**{**args, **given})
 
 
 def test_export_sources_take_a_preset_or_urls(mirror):
-    assert resolve_source(_export_args(preset="tiny"))[1].name == "lm_weights.hdf5"
+    assert resolve_source(_export_args(preset="tiny")) == "tiny"  # loaded by `from_preset`
     options, weights = resolve_source(
         _export_args(
             options=mirror.url(

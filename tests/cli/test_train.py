@@ -245,6 +245,10 @@ def run_folder(tmp_path, allennlp_fixture):
             ["--init-from", "efml_chinese"],
             ["efml_chinese is an ELMoForManyLangs model; training from it is not supported"],
         ),
+        (
+            ["--init-from", "{converted}"],
+            ["{converted} is an ELMoForManyLangs model; training from it is not supported"],
+        ),
         (["--freeze-bilm-steps", "3"], ["--freeze-bilm-steps needs --init-from"]),
         (["--new-vocab"], ["--new-vocab needs --init-from"]),
         (["--override"], ["--override applies to --resume"]),
@@ -255,8 +259,14 @@ def test_init_from_conflicts_are_one_line_naming_the_flags(
 ):
     data = str(bilm_tf_fixture / "train" / "data.txt")
     efml = str(bilm_tf_fixture.parent / "efml" / "cnn_elmo_words")
-    flags = [flag.replace("{run}", str(run_folder)).replace("{efml}", efml) for flag in flags]
-    messages = [m.replace("{run}", str(run_folder)).replace("{efml}", efml) for m in messages]
+    places = {"{run}": str(run_folder), "{efml}": efml, "{converted}": str(tmp_path / "conv")}
+    if "{converted}" in flags:  # the EFML model as `save_to_preset` converts it
+        from elmo_keras.models import BiLM
+
+        BiLM.from_preset(efml).save_to_preset(places["{converted}"])
+    for key, value in places.items():
+        flags = [flag.replace(key, value) for flag in flags]
+        messages = [message.replace(key, value) for message in messages]
     argv = ["train", "--train", data, "--output", str(tmp_path / "run"), "--steps", "1", *flags]
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -95,14 +95,32 @@ def test_elmo_embedding_default_mix_is_efml_average(efml_model, efml_fixture, se
     assert worst(got, [expected["average"][i] for i in indices]) < ATOL
 
 
-def test_save_to_preset_converts_once_without_pickles(efml_model, tmp_path, sentences):
-    _, bilm, expected = efml_model
+def _no_pickles(path):
+    raise AssertionError(f"a converted preset folder read a pickle: {path}")
+
+
+def test_save_to_preset_converts_once_without_pickles(
+    efml_model, efml_fixture, tmp_path, sentences, monkeypatch
+):
+    name, bilm, expected = efml_model
     folder = bilm.save_to_preset(tmp_path / "converted")
-    assert not list(folder.glob("*.pkl")) and not list(folder.glob("*.dic"))
+    layer_folder = ElmoEmbedding.from_preset(efml_fixture / name, dropout=0.0).save_to_preset(
+        tmp_path / "layer"
+    )
+    for saved in (folder, layer_folder):
+        assert not [p.name for p in saved.iterdir() if p.suffix in (".pkl", ".dic")]
+    import elmo_keras.efml  # noqa: PLC0415
+
+    monkeypatch.setattr(elmo_keras.efml, "read_state_dict", _no_pickles)  # torch_pickle's
     loaded = BiLM.from_preset(folder)
     assert loaded.char_vocabulary == bilm.char_vocabulary
     got = BiLMEmbedder(loaded).embed(sentences)
     assert worst(got, [expected["all_layers"][i] for i in range(len(sentences))]) < ATOL
+    layer = ElmoEmbedding.from_preset(layer_folder)
+    indices = sorted(expected["average"])
+    mixed = keras.ops.convert_to_numpy(layer(batch_ids(bilm, [sentences[i] for i in indices])))
+    got = [mixed[row, : len(sentences[i])] for row, i in enumerate(indices)]
+    assert worst(got, [expected["average"][i] for i in indices]) < ATOL
 
 
 def test_text_becomes_ids_through_the_model_dictionary(
@@ -138,3 +156,26 @@ def test_a_word_cache_uses_the_model_dictionary(efml_model, efml_fixture, senten
     mixed = keras.ops.convert_to_numpy(mixed)
     got = [mixed[row, : len(sentences[i])] for row, i in enumerate(chosen)]
     assert worst(got, [expected["average"][i] for i in chosen]) < ATOL
+
+
+def test_loading_does_not_draw_initial_weights(
+    efml_fixture, bilm_tf_fixture, tmp_path, monkeypatch
+):
+    """A model loaded from a folder is built for the weights assigned next: its LSTM cells start
+    from zeros, not from their orthogonal initializer (a QR decomposition of each recurrent
+    kernel, which was most of a 4096-cell model's load time: benchmarks/efml_load.py)."""
+    reference = BiLM.from_preset(efml_fixture / "cnn_elmo_chars")
+    converted = reference.save_to_preset(tmp_path / "converted")
+
+    def refused(self, shape, dtype=None):
+        raise AssertionError("a loaded model drew initial weights")
+
+    monkeypatch.setattr(keras.initializers.Orthogonal, "__call__", refused)
+    for source in (efml_fixture / "cnn_elmo_chars", converted):
+        arrays = BiLM.from_preset(source).get_weight_arrays()
+        for key, array in reference.get_weight_arrays().items():
+            np.testing.assert_array_equal(arrays[key], array)
+    model = bilm_tf_fixture / "model"
+    BiLM.from_bilm_tf(model / "options.json", model / "lm_weights.hdf5")
+    with pytest.raises(AssertionError, match="drew initial weights"):
+        BiLM(lstm_units=8, projection_dim=4, filters=[[1, 4]]).build()  # a new model draws

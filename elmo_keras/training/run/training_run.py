@@ -248,6 +248,19 @@ def _check_config(value):
         )
 
 
+def _own_dictionary(folder):
+    """Whether `folder` is a `save_to_preset` folder of a biLM with its own character
+    dictionary (an ELMoForManyLangs model, converted): the trainer makes byte ids."""
+    from elmo_keras.models.preset_folder import bilm_config, read_config
+
+    try:
+        config = read_config(folder) if os.path.isdir(folder) else None
+        bilm = None if config is None else bilm_config(config, folder)["config"]
+    except ValueError:  # someone else's or a broken file: the later checks say what it is
+        return False
+    return bilm is not None and bilm.get("char_vocabulary") is not None
+
+
 def _check_init_from(value):
     from elmo_keras.presets import PRESETS, efml_preset, is_efml_model
 
@@ -258,7 +271,7 @@ def _check_init_from(value):
             "{init_from} as a pair must hold two paths or URLs (options, weights). "
             f"Received: {value!r}"
         )
-    if _is_path(value) and is_efml_model(os.fspath(value)):
+    if _is_path(value) and (is_efml_model(os.fspath(value)) or _own_dictionary(value)):
         raise SettingError(  # one line: not supported
             f"{{init_from}}: {os.fspath(value)} is an ELMoForManyLangs model; training from it is "
             "not supported (its training softmax is not published): embed with it instead"
