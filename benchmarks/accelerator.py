@@ -16,7 +16,10 @@ network). One table, and the same as JSON with `--json`:
 (c) the device's peak memory over the run (`memory_stats()`; the process's peak RSS on a CPU);
 (d), (e) training: the real trainer's step for `original` at 128 x 20 and 512 x 20 in bf16, TF32
     and fp32, and a short WikiText-2 run whose held-out perplexity must fall
-    (`accelerator_training.py`; `--train-budget` seconds bound them).
+    (`accelerator_training.py`; `--train-budget` seconds bound them);
+(f) PyTorch: the fixtures with TF32 off, `BiLMEmbedder` and `elmo_keras.allennlp.Elmo` at the
+    first two batch sizes against the reference's AllenNLP-style torch loop
+    (`accelerator_torch.py`, a process of its own; skipped without torch).
 
     python benchmarks/accelerator.py --small                  # CPU, ~2 minutes (CI runs it)
     python benchmarks/accelerator.py --json OUT/accelerator.json --budget 150 --train-budget 240
@@ -50,6 +53,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import accelerator_torch  # noqa: E402
 import accelerator_training  # noqa: E402
 import h5py  # noqa: E402
 import jax  # noqa: E402
@@ -230,10 +234,13 @@ def main():
                 )
             results["speed"].append(row)
             print(json.dumps(row), flush=True)
+    # (f) the same on Keras's PyTorch backend, in a process of its own (accelerator_torch.py)
+    results["torch"] = accelerator_torch.section(args.small, args.calls, workloads[:2])
     results["training"] = training(args)
     results["peak_memory_mb"], results["peak_memory_kind"] = peak_memory_mb()
     results["seconds"] = time.perf_counter() - started
     print(report(results) + "\n" + accelerator_training.report(results["training"]))
+    print(accelerator_torch.report(results["torch"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")
