@@ -55,18 +55,14 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import accelerator_torch  # noqa: E402
 import accelerator_training  # noqa: E402
-import h5py  # noqa: E402
+import fixture_check  # noqa: E402
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from elmo_keras.models import BiLM  # noqa: E402
-from elmo_keras.text.char_ids import batch_to_char_ids, distinct_token_ids  # noqa: E402
+from elmo_keras.text.char_ids import distinct_token_ids  # noqa: E402
 
-FIXTURES = {
-    "bilm-tf": ("tests/fixtures/bilm_tf/model", "lm_embeddings_sentences.json"),
-    "allennlp": ("tests/fixtures/allennlp", "sentences.json"),
-}
 FULL = dict(lstm_units=4096, projection_dim=512)  # the other arguments' defaults are published
 SMALL = dict(lstm_units=64, projection_dim=16, filters=[(1, 8), (2, 8), (3, 16)], n_highway=1)
 PRECISIONS = {"fp32": ("highest", "float32"), "tf32": ("tensorfloat32", "float32")}
@@ -95,26 +91,20 @@ def jitted(bilm):
 
 def exactness(precision):
     """Max |diff| of the top layer against each fixture, state carried across 10 batches."""
-    worst = {}
+
+    def load(folder):
+        bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
+        run, trainable, non_trainable = jitted(bilm)
+
+        def call(inputs):
+            out = run(trainable, non_trainable, inputs)
+            state = {"state_h": out["state_h"], "state_c": out["state_c"]}
+            return np.asarray(out["activations"])[:, -1], state
+
+        return call
+
     with jax.default_matmul_precision(precision):
-        for name, (folder, sentences_file) in FIXTURES.items():
-            folder = REPO / folder
-            bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
-            run, trainable, non_trainable = jitted(bilm)
-            sentences = json.loads((folder / sentences_file).read_text())
-            expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
-            state, diff = {}, 0.0
-            for i in range(10):
-                batch = [sentences[k][i].split() for k in range(3)]
-                out = run(trainable, non_trainable, {"char_ids": batch_to_char_ids(batch), **state})
-                state = {"state_h": out["state_h"], "state_c": out["state_c"]}
-                top = np.asarray(out["activations"])[:, -1]
-                for k, sentence in enumerate(batch):
-                    want = expected[k][str(i)][...]
-                    want = np.concatenate([want[0], want[1]], axis=-1)
-                    diff = max(diff, float(np.abs(top[k, : len(sentence)] - want).max()))
-            worst[name] = diff
-    return worst
+        return fixture_check.top_layer_diffs(load)
 
 
 def synthetic_batch(rows, rng, vocabulary):
@@ -278,7 +268,7 @@ def report(results):
         "| fixture | max abs diff, TF32 off | TF32 on |",
         "|---|---|---|",
     ]
-    for name in FIXTURES:
+    for name in fixture_check.FIXTURES:
         off, on = results["exactness"]["fp32"][name], results["exactness"]["tf32"][name]
         lines.append(f"| {name} | {off:.2e} | {on:.2e} |")
     lines += [

@@ -37,10 +37,6 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 REFERENCE = REPO.parent / "shared" / "gpu" / "reference_elmo_jax.py"
-FIXTURES = {
-    "bilm-tf": ("tests/fixtures/bilm_tf/model", "lm_embeddings_sentences.json"),
-    "allennlp": ("tests/fixtures/allennlp", "sentences.json"),
-}
 FULL = dict(lstm_units=4096, projection_dim=512)  # the other arguments' defaults are published
 SMALL = dict(lstm_units=64, projection_dim=16, filters=[(1, 8), (2, 8), (3, 16)], n_highway=1)
 TARGET_ON_CUDA = 1e-6
@@ -72,31 +68,22 @@ def set_tf32_off(torch):
 
 def exactness(torch):
     """{fixture: max |diff|} of the top layer, state carried across 10 batches of 3."""
-    import h5py
-    import numpy as np
+    import fixture_check
 
     from elmo_keras.models import BiLM
-    from elmo_keras.text.char_ids import batch_to_char_ids
 
-    worst = {}
-    for name, (folder, sentences_file) in FIXTURES.items():
-        folder = REPO / folder
+    def load(folder):
         bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
-        sentences = json.loads((folder / sentences_file).read_text())
-        expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
-        state, diff = {}, 0.0
-        for i in range(10):
-            batch = [sentences[k][i].split() for k in range(3)]
+
+        def run(inputs):
             with torch.no_grad():
-                out = bilm({"char_ids": batch_to_char_ids(batch), **state}, training=False)
+                out = bilm(inputs, training=False)
             state = {"state_h": out["state_h"], "state_c": out["state_c"]}
-            top = out["activations"][:, -1].cpu().numpy()
-            for k, sentence in enumerate(batch):
-                want = expected[k][str(i)][...]
-                want = np.concatenate([want[0], want[1]], axis=-1)
-                diff = max(diff, float(np.abs(top[k, : len(sentence)] - want).max()))
-        worst[name] = diff
-    return worst
+            return out["activations"][:, -1].cpu().numpy(), state
+
+        return run
+
+    return fixture_check.top_layer_diffs(load)
 
 
 def random_model(small, folder):
@@ -235,7 +222,7 @@ def main():
     if os.environ.setdefault("KERAS_BACKEND", "torch") != "torch":
         backend = os.environ["KERAS_BACKEND"]
         sys.exit(f"error: KERAS_BACKEND must be torch here. Received: {backend!r}")
-    sys.path.insert(0, str(REPO))
+    sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
     # As on the GPU machine, where there is none: Keras' serializer would import it otherwise.
     sys.modules["tensorflow"] = None
     import keras
