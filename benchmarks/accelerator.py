@@ -16,7 +16,10 @@ network). One table, and the same as JSON with `--json`:
 (c) the device's peak memory over the run (`memory_stats()`; the process's peak RSS on a CPU);
 (d), (e) training: the real trainer's step for `original` at 128 x 20 and 512 x 20 in bf16, TF32
     and fp32, and a short WikiText-2 run whose held-out perplexity must fall
-    (`accelerator_training.py`; `--train-budget` seconds bound them).
+    (`accelerator_training.py`; `--train-budget` seconds bound them);
+(f) PyTorch: the fixtures with TF32 off, `BiLMEmbedder` and `elmo_keras.allennlp.Elmo` at the
+    first two batch sizes against the reference's AllenNLP-style torch loop
+    (`accelerator_torch.py`, a process of its own; skipped without torch).
 
     python benchmarks/accelerator.py --small                  # CPU, ~2 minutes (CI runs it)
     python benchmarks/accelerator.py --json OUT/accelerator.json --budget 150 --train-budget 240
@@ -50,19 +53,16 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import accelerator_torch  # noqa: E402
 import accelerator_training  # noqa: E402
-import h5py  # noqa: E402
+import fixture_check  # noqa: E402
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from elmo_keras.models import BiLM  # noqa: E402
-from elmo_keras.text.char_ids import batch_to_char_ids, distinct_token_ids  # noqa: E402
+from elmo_keras.text.char_ids import distinct_token_ids  # noqa: E402
 
-FIXTURES = {
-    "bilm-tf": ("tests/fixtures/bilm_tf/model", "lm_embeddings_sentences.json"),
-    "allennlp": ("tests/fixtures/allennlp", "sentences.json"),
-}
 FULL = dict(lstm_units=4096, projection_dim=512)  # the other arguments' defaults are published
 SMALL = dict(lstm_units=64, projection_dim=16, filters=[(1, 8), (2, 8), (3, 16)], n_highway=1)
 PRECISIONS = {"fp32": ("highest", "float32"), "tf32": ("tensorfloat32", "float32")}
@@ -91,26 +91,20 @@ def jitted(bilm):
 
 def exactness(precision):
     """Max |diff| of the top layer against each fixture, state carried across 10 batches."""
-    worst = {}
+
+    def load(folder):
+        bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
+        run, trainable, non_trainable = jitted(bilm)
+
+        def call(inputs):
+            out = run(trainable, non_trainable, inputs)
+            state = {"state_h": out["state_h"], "state_c": out["state_c"]}
+            return np.asarray(out["activations"])[:, -1], state
+
+        return call
+
     with jax.default_matmul_precision(precision):
-        for name, (folder, sentences_file) in FIXTURES.items():
-            folder = REPO / folder
-            bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
-            run, trainable, non_trainable = jitted(bilm)
-            sentences = json.loads((folder / sentences_file).read_text())
-            expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
-            state, diff = {}, 0.0
-            for i in range(10):
-                batch = [sentences[k][i].split() for k in range(3)]
-                out = run(trainable, non_trainable, {"char_ids": batch_to_char_ids(batch), **state})
-                state = {"state_h": out["state_h"], "state_c": out["state_c"]}
-                top = np.asarray(out["activations"])[:, -1]
-                for k, sentence in enumerate(batch):
-                    want = expected[k][str(i)][...]
-                    want = np.concatenate([want[0], want[1]], axis=-1)
-                    diff = max(diff, float(np.abs(top[k, : len(sentence)] - want).max()))
-            worst[name] = diff
-    return worst
+        return fixture_check.top_layer_diffs(load)
 
 
 def synthetic_batch(rows, rng, vocabulary):
@@ -230,10 +224,13 @@ def main():
                 )
             results["speed"].append(row)
             print(json.dumps(row), flush=True)
+    # (f) the same on Keras's PyTorch backend, in a process of its own (accelerator_torch.py)
+    results["torch"] = accelerator_torch.section(args.small, args.calls, workloads[:2])
     results["training"] = training(args)
     results["peak_memory_mb"], results["peak_memory_kind"] = peak_memory_mb()
     results["seconds"] = time.perf_counter() - started
     print(report(results) + "\n" + accelerator_training.report(results["training"]))
+    print(accelerator_torch.report(results["torch"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")
@@ -271,7 +268,7 @@ def report(results):
         "| fixture | max abs diff, TF32 off | TF32 on |",
         "|---|---|---|",
     ]
-    for name in FIXTURES:
+    for name in fixture_check.FIXTURES:
         off, on = results["exactness"]["fp32"][name], results["exactness"]["tf32"][name]
         lines.append(f"| {name} | {off:.2e} | {on:.2e} |")
     lines += [

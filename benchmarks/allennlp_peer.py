@@ -19,11 +19,13 @@ imported unchanged from `DIR`; only the imports they make that have nothing to d
 Each mode runs in a child process of its own (one Keras backend per process), one after the
 other: `allennlp` (AllenNLP's `Elmo` on PyTorch), `elmo_torch` (`elmo_keras.allennlp.Elmo`,
 `KERAS_BACKEND=torch`), `embedder_torch` and `embedder_tf` (`BiLMEmbedder` on Keras's torch and
-TensorFlow backends). Every mode is timed end to end from token lists (character ids made in
-the clock: AllenNLP's `ELMoCharacterMapper`, `batch_to_ids`, the embedder's own), in inference
-mode (`eval()` and `torch.no_grad()` for the two `Elmo`s, dropout off), after one warm-up call,
-as the median of `--repeats` calls, on: 1, 32 and 64 sentences of 20 tokens, 32 natural
-sentences in one padded batch, and 256 natural sentences sorted by length in batches of 32.
+TensorFlow backends), `onnx` (`OnnxEmbedder`: the package's ONNX export of the same weights,
+made once outside the clock, run by ONNX Runtime). Every mode is timed end to end from token
+lists (character ids made in the clock: AllenNLP's `ELMoCharacterMapper`, `batch_to_ids`, the
+embedder's own), in inference mode (`eval()` and `torch.no_grad()` for the two `Elmo`s,
+dropout off), after one warm-up call, as the median of `--repeats` calls, on: 1, 32 and 64
+sentences of 20 tokens, 32 natural sentences in one padded batch, and 256 natural sentences
+sorted by length in batches of 32.
 AllenNLP's biLM carries LSTM state between batches; its states are reset before each batch, so
 that every mode computes the same numbers.
 
@@ -34,8 +36,9 @@ weights are chaotic (float32 against float64 of one implementation drifts to 1e-
 70), at 0.01 they are not; speed does not depend on the scale. Peak RSS is each child's high
 water mark (loading included). The machine line gives the CPU and its SIMD flags.
 
-Smoke run (tiny sizes, seconds): `python benchmarks/allennlp_peer.py --allennlp-src DIR
---config tiny --repeats 1`.
+The full run takes about 10 minutes on 2 quiet cores (one timed call per workload by default,
+`--repeats N` for more). Quick run (the published Small model's size, a minute or two):
+`--small`; smoke run (tiny sizes, seconds): `--config tiny`.
 """
 
 import argparse
@@ -50,12 +53,13 @@ import allennlp_peer_modes
 import common
 import numpy as np
 
-MODES = ("allennlp", "elmo_torch", "embedder_torch", "embedder_tf")
+MODES = ("allennlp", "elmo_torch", "embedder_torch", "embedder_tf", "onnx")
 LABELS = {
     "allennlp": "AllenNLP `Elmo` (torch)",
     "elmo_torch": "`elmo_keras.allennlp.Elmo` (torch)",
     "embedder_torch": "`BiLMEmbedder` (torch)",
     "embedder_tf": "`BiLMEmbedder` (TensorFlow)",
+    "onnx": "`OnnxEmbedder` (ONNX Runtime)",
 }
 BACKENDS = {"allennlp": None, "elmo_torch": "torch", "embedder_torch": "torch"}
 SCALE = 0.01
@@ -262,6 +266,8 @@ def report(results, agree, workloads, env, source, setup):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
+    if args.small:
+        args.config = "small"
     if args.child:
         return child_main(args)
     src = pathlib.Path(args.allennlp_src)
@@ -308,7 +314,10 @@ def _parser():
     parser.add_argument("--allennlp-src", required=True, help="a checkout of allenai/allennlp")
     parser.add_argument("--config", choices=sorted(CONFIGS), default="full")
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--repeats", type=int, default=2, help="timed calls per workload")
+    parser.add_argument("--repeats", type=int, default=1, help="timed calls per workload")
+    parser.add_argument(
+        "--small", action="store_true", help="the quick run: config `small` (same workloads)"
+    )
     parser.add_argument("--workloads", help="a subset, e.g. b1x20,b32x20 (default: all five)")
     parser.add_argument(
         "--threads", type=int, default=0, help="threads per mode (torch, TensorFlow); 0: theirs"

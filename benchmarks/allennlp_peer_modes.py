@@ -164,10 +164,31 @@ class Embedder:
         return list(np.concatenate(self.embedder.embed(sentences), axis=1))
 
 
+class OnnxModel(Embedder):
+    """`OnnxEmbedder` over the package's ONNX export of the same weights (`elmo_keras.export`,
+    made once into `WORKDIR/export/`, outside the clock), run by ONNX Runtime."""
+
+    def __init__(self, options_path, weights_path):
+        from elmo_keras.export import export_model
+
+        from elmo_keras.runtime import OnnxEmbedder
+
+        output = pathlib.Path(weights_path).parent / "export"
+        model = output / "model.onnx"
+        if (
+            not model.is_file()
+            or model.stat().st_mtime < pathlib.Path(weights_path).stat().st_mtime
+        ):
+            export_model(options_path, weights_path, output, formats="onnx", overwrite=True)
+        self.embedder = OnnxEmbedder(model, batch_size=SORTED_BATCH, max_tokens=1 << 20)
+
+
 def set_threads(mode, n):
     """`n` threads for the mode's library (0: its default), before it runs anything."""
     if not n:
         return
+    if mode == "onnx":
+        return  # ONNX Runtime's session threads: its default (one per core)
     if mode == "embedder_tf":
         import tensorflow as tf
 
@@ -180,6 +201,8 @@ def set_threads(mode, n):
 
 
 def threads(mode):
+    if mode == "onnx":
+        return {"onnxruntime": "default"}
     if mode == "embedder_tf":
         import tensorflow as tf
 
@@ -198,4 +221,6 @@ def load(mode, allennlp_src, options_path, weights_path):
         return AllenNLPElmo(allennlp_src, options_path, weights_path)
     if mode == "elmo_torch":
         return KerasElmo(options_path, weights_path)
+    if mode == "onnx":
+        return OnnxModel(options_path, weights_path)
     return Embedder(options_path, weights_path)

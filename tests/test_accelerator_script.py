@@ -5,6 +5,7 @@ the script itself blocks TensorFlow. Its exactness part must hold here too (1e-5
 fixtures), and every speed row must be measured.
 """
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -27,7 +28,7 @@ def test_accelerator_check_runs_on_cpu(tmp_path):
     # machine's speed (80 tiny steps took WikiText-2 valid from 36,450 to 7,851 here; 10 seconds
     # of a loaded 2-core machine were 26 steps and 26,985, which failed the halving).
     command += ["--steps", "2", "--run-steps", "80"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads(out.read_text())
     for precision in ("fp32", "tf32"):
@@ -46,3 +47,17 @@ def test_accelerator_check_runs_on_cpu(tmp_path):
         assert run["steps"] == 80, run
         assert run["perplexity_after"] < 0.5 * run["perplexity_before"], run
     assert "| training step |" in result.stdout
+    # (f) the PyTorch section, in a process of its own: the fixtures, both models' rows, and the
+    # reference's AllenNLP-style loop at the same batch sizes where ../shared is there.
+    section = results["torch"]
+    if importlib.util.find_spec("torch") is None:
+        assert section == {"skipped": "torch is not installed"}
+        return
+    for fixture, diff in section["exactness"].items():
+        assert diff <= 1e-5, ("torch", fixture, diff)
+    rows = [(row["workload"], row["model"]) for row in section["speed"]]
+    assert rows == [(w, m) for w in ("4 x 20", "16 x 20") for m in ("BiLMEmbedder", "Elmo")]
+    assert all(row["tokens_per_s"] > 0 for row in section["speed"])
+    if (ROOT.parent / "shared" / "gpu" / "reference_elmo_jax.py").is_file():
+        assert [row.get("batch") for row in section["reference"]] == [4, 16], section["reference"]
+    assert "| fixture (PyTorch) |" in result.stdout

@@ -11,7 +11,11 @@ instead, through `projected_bilstm.fast_path()`, with the functions `tf_fast_pat
   to the positions with `<S>` and `</S>` around each sentence;
 - `packed_bilstm`: rows sorted by length, the real positions packed time-major (step `t`'s
   rows are one contiguous slice), the input products of a window of steps in one matrix product,
-  step `t` computing only the rows still running, into preallocated outputs.
+  step `t` computing only the rows still running, into preallocated outputs. On the CPU the
+  two directions run at once, each in a thread of its own with half of PyTorch's intra-op
+  threads (`_direction_pool`), as TensorFlow runs the two independent loops of its graph: the
+  step's products are small, and two of them side by side keep the cores busier than one
+  product split over both (and than OpenMP's barriers on a shared machine).
 
 The matrix products go through oneDNN with the weights packed once for it (`_Product`): on
 this project's AMD CPUs, PyTorch's MKL runs the step's small products (32 rows) at a tenth of
@@ -22,7 +26,9 @@ tests/models/test_length_aware.py, which run on both backends).
 Imported only when PyTorch is the Keras backend: on another backend nothing imports torch.
 """
 
+import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import keras
 import numpy as np
@@ -175,25 +181,66 @@ def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
     with torch.inference_mode():
         plan = _packing_plan(torch.as_tensor(lengths).to(torch.int64))
         batch, steps = inputs.shape[0], inputs.shape[1]
-        p = bilstm.projection_dim
-        outputs = inputs.new_zeros((batch, bilstm.n_layers, steps, 2 * p))
-        final_h, final_c = state_h.clone(), state_c.clone()  # rows without tokens keep theirs
-        order, rows = plan["order"], plan["rows"]
-        directions = ((inputs, bilstm.forward_cells), (backward_inputs, bilstm.backward_cells))
-        for direction, (x, cells) in enumerate(directions):
-            positions = plan["backward_positions" if direction else "positions"]
-            layer_input = x[rows, positions]  # [N, F], packed time-major
-            for layer, cell in enumerate(cells):
-                h = state_h[order, direction, layer].contiguous()
-                c = state_c[order, direction, layer].contiguous()
-                out = _packed_recurrence(cell, layer_input, plan, h, c)
-                if layer > 0 and bilstm.use_skip_connections:
-                    out += layer_input
-                outputs[rows, layer, positions, direction * p : (direction + 1) * p] = out
-                final_h[order, direction, layer] = h
-                final_c[order, direction, layer] = c
-                layer_input = out
-    return outputs, final_h, final_c
+        outputs = inputs.new_zeros((batch, bilstm.n_layers, steps, 2 * bilstm.projection_dim))
+        final = (state_h.clone(), state_c.clone())  # rows without tokens keep theirs
+        run = (bilstm, plan, (inputs, backward_inputs), (state_h, state_c), outputs, final)
+        pool = _direction_pool(inputs.device)
+        if pool is None:
+            for direction in (0, 1):
+                _packed_direction(*run, direction)
+        else:  # each direction writes its own slices of `outputs` and `final`
+            for future in [pool.submit(_packed_direction, *run, d) for d in (0, 1)]:
+                future.result()
+    return outputs, final[0], final[1]
+
+
+def _packed_direction(bilstm, plan, inputs, state, outputs, final, direction):
+    """One direction's layers, into its half of `outputs` and its rows of `final` (h, c)."""
+    with torch.inference_mode():  # thread-local: again in a pool thread
+        p, order, rows = bilstm.projection_dim, plan["order"], plan["rows"]
+        cells = bilstm.backward_cells if direction else bilstm.forward_cells
+        positions = plan["backward_positions" if direction else "positions"]
+        layer_input = inputs[direction][rows, positions]  # [N, F], packed time-major
+        for layer, cell in enumerate(cells):
+            h = state[0][order, direction, layer].contiguous()
+            c = state[1][order, direction, layer].contiguous()
+            out = _packed_recurrence(cell, layer_input, plan, h, c)
+            if layer > 0 and bilstm.use_skip_connections:
+                out += layer_input
+            outputs[rows, layer, positions, direction * p : (direction + 1) * p] = out
+            final[0][order, direction, layer] = h
+            final[1][order, direction, layer] = c
+            layer_input = out
+
+
+# The pool of `_direction_pool`, with the intra-op thread count it was made for.
+_POOL = {"threads": None, "pool": None}
+_POOL_LOCK = threading.Lock()
+
+
+def _direction_pool(device):
+    """Two threads for the two directions, each with half of PyTorch's intra-op threads (made
+    again when `torch.set_num_threads` changed them), or None: one thread, or not the CPU."""
+    threads = torch.get_num_threads()
+    if device.type != "cpu" or threads < 2:
+        return None
+    with _POOL_LOCK:
+        if _POOL["threads"] != threads:
+            if _POOL["pool"] is not None:
+                _POOL["pool"].shutdown(wait=True)
+            ready = threading.Barrier(2)
+
+            def start():
+                torch.get_num_threads()  # the thread's OpenMP setting made first, then halved
+                torch.set_num_threads(threads // 2)
+                ready.wait()  # each of the two threads runs this once
+
+            pool = ThreadPoolExecutor(2, thread_name_prefix="elmo-direction", initializer=start)
+            for future in [pool.submit(int) for _ in range(2)]:
+                future.result()
+            torch.set_num_threads(threads)  # PyTorch's default for new threads, as it was
+            _POOL.update(threads=threads, pool=pool)
+        return _POOL["pool"]
 
 
 def _packing_plan(lengths):

@@ -228,3 +228,38 @@ def test_torch_packing_plan_layout():
     np.testing.assert_array_equal(as_numpy(plan["positions"])[:8], [0, 0, 0, 0, 1, 1, 1, 2])
     backward = as_numpy(plan["backward_positions"])[:8]
     np.testing.assert_array_equal(backward, [4, 4, 1, 0, 3, 3, 0, 2])
+
+
+@torch_only
+def test_on_torch_the_two_directions_run_side_by_side_with_the_same_numbers(monkeypatch):
+    """With two intra-op threads or more on the CPU, the forward and backward recurrences run
+    at once, each in a pool thread of its own (`_direction_pool`); the numbers are those of
+    the two directions one after the other, bit for bit, and the plain path's."""
+    import threading
+
+    import torch
+
+    rng = np.random.default_rng(10)
+    packed, plain = make_pair(rng, 12, 5, 5, cell_clip=1.0, proj_clip=1.0)
+    x, mask = random_batch(rng, [7, 5, 1, 3, 0], 5)
+    callers = []
+    real = FAST_PATH._packed_recurrence
+    monkeypatch.setattr(
+        FAST_PATH,
+        "_packed_recurrence",
+        lambda *a: callers.append(threading.get_ident()) or real(*a),
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.no_grad():
+            side_by_side = packed(x, mask=mask)
+            in_pool = set(callers)
+            monkeypatch.setattr(FAST_PATH, "_direction_pool", lambda device: None)
+            one_after_the_other = packed(x, mask=mask)
+            want = plain(x, mask=mask)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(in_pool) == 2 and threading.get_ident() not in in_pool
+    assert_same(side_by_side, one_after_the_other, atol=0)
+    assert_same(side_by_side, want)
