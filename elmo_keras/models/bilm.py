@@ -277,30 +277,32 @@ class BiLM(keras.Model):
         }
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "lstm_units": self.lstm_units,
-                "projection_dim": self.projection_dim,
-                "n_layers": self.n_layers,
-                "cell_clip": self.cell_clip,
-                "proj_clip": self.proj_clip,
-                "use_skip_connections": self.use_skip_connections,
-                "char_embedding_dim": self.char_embedding_dim,
-                "filters": [list(f) for f in self.filters],
-                "n_highway": self.n_highway,
-                "n_characters": self.n_characters,
-                "max_characters_per_token": self.max_characters_per_token,
-                "activation": self.activation,
-                "dropout": self.dropout,
-                "length_aware": self.length_aware,
-                "char_vocabulary": self.char_vocabulary,
-                "word_vocabulary": self.word_vocabulary,
-                "word_embedding_dim": self.word_embedding_dim,
-                "cell_forget_bias": self.cell_forget_bias,
-            }
-        )
-        return config
+        return {**super().get_config(), **self._architecture()}
+
+    def _architecture(self):
+        """The constructor arguments that make the architecture (no name, no dtype): what
+        `to_options` writes without Keras's serializer, which imports TensorFlow whenever it
+        is installed, on every backend."""
+        return {
+            "lstm_units": self.lstm_units,
+            "projection_dim": self.projection_dim,
+            "n_layers": self.n_layers,
+            "cell_clip": self.cell_clip,
+            "proj_clip": self.proj_clip,
+            "use_skip_connections": self.use_skip_connections,
+            "char_embedding_dim": self.char_embedding_dim,
+            "filters": [list(f) for f in self.filters],
+            "n_highway": self.n_highway,
+            "n_characters": self.n_characters,
+            "max_characters_per_token": self.max_characters_per_token,
+            "activation": self.activation,
+            "dropout": self.dropout,
+            "length_aware": self.length_aware,
+            "char_vocabulary": self.char_vocabulary,
+            "word_vocabulary": self.word_vocabulary,
+            "word_embedding_dim": self.word_embedding_dim,
+            "cell_forget_bias": self.cell_forget_bias,
+        }
 
     @classmethod
     def from_options(cls, options, source="options", **kwargs):
@@ -312,8 +314,7 @@ class BiLM(keras.Model):
 
     def to_options(self):
         """This model's architecture as a bilm-tf options dict (inference convention)."""
-        config = self.get_config()
-        return bilm_kwargs_to_options(config)
+        return bilm_kwargs_to_options(self._architecture())
 
     def weight_shapes(self):
         """{dataset name: shape} of this built model in bilm-tf's hdf5 layout
