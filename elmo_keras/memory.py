@@ -68,6 +68,30 @@ def training_bytes(kwargs, vocabulary_size, batch_size, unroll_steps, optimizer,
     return FLOAT_BYTES * (weights * copies + 2 * tokens * per_token)
 
 
+
+def check_step_fits(config, vocabulary_size, rows):
+    """One line, before the model exists, when a training step of `rows` rows per replica
+    (weights, gradients, optimizer slots, activations) cannot fit the machine's memory.
+
+    Args:
+        config: dict. A training configuration (`elmo_keras.training.configs`).
+        vocabulary_size: int. Words of the softmax.
+        rows: int. The batch rows of one replica.
+    """
+    from elmo_keras.options import options_to_bilm_kwargs  # noqa: PLC0415
+
+    architecture = {"lstm": config["lstm"], "char_cnn": config["char_cnn"]}
+    needed = training_bytes(
+        options_to_bilm_kwargs(architecture, "the training configuration"),
+        vocabulary_size,
+        rows,
+        int(config["unroll_steps"]),
+        config.get("optimizer", "adagrad"),
+        int(config.get("n_negative_samples_batch") or 0),
+    )
+    where = f"the training configuration (batch {rows} x {config['unroll_steps']} per replica"
+    check_fits(needed, "a training step", f"{where}, {vocabulary_size:,} words)")
+
 def available_bytes():
     """The memory this process could still allocate: the host's available memory, or the
     accelerator's when a JAX accelerator is in use and larger; None when unknown."""

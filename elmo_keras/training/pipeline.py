@@ -23,7 +23,7 @@ from elmo_keras.training.run.run_folder import (
     lock_run,
     save_run,
 )
-from elmo_keras.training.run.training_run import TrainingRun, legacy_training_run
+from elmo_keras.training.run.training_run import TrainingRun
 
 
 def train(run=None, *args, callbacks=None, **kwargs):
@@ -40,10 +40,8 @@ def train(run=None, *args, callbacks=None, **kwargs):
     checkpoint or of the model files raises `checkpoints.CheckpointWriteError` (an `OSError`)
     whose one-line message names the checkpoint to resume from.
 
-    The old form, `train(train, output_dir, config=..., steps=..., ...)` with the names of
-    `TrainingRun`'s fields (and `train`, `valid`, `vocab`, `tokenization` for `train_files`,
-    `valid_files`, `vocab_file`, `tokenization_mode`), still works and warns
-    (`DeprecationWarning`).
+    The settings are one `TrainingRun` (checked when it is made); the old positional form,
+    `train(train, output_dir, ...)`, is a `TypeError` saying so.
 
     Args:
         run: `TrainingRun`. The settings.
@@ -63,12 +61,15 @@ def train(run=None, *args, callbacks=None, **kwargs):
     from elmo_keras.training.run.init_source import describe
 
     if not isinstance(run, TrainingRun) or args or kwargs:
-        run = legacy_training_run(args if run is None else (run, *args), kwargs)
+        raise TypeError(
+            "train() takes one `TrainingRun`: train(TrainingRun(train_files=..., "
+            f"output_dir=..., ...)). Received: {_call_text(run, args, kwargs)}"
+        )
     with contextlib.ExitStack() as held:
         trainer, plan = _start(run, held)
         run, record = plan.run, plan.settings["init_from"]
         summary = {
-            "train": _fit(trainer, run, callbacks),
+            "train": trainer.fit_run(run, callbacks),
             "output_dir": str(run.output_dir),
             "init_from": record,
             "started_from": None if record is None else describe(record),
@@ -164,21 +165,11 @@ def _apply_overrides(trainer, plan, output_dir):
         )
 
 
-def _fit(trainer, run, callbacks):
-    return trainer.fit(
-        run.train_files,
-        steps=run.steps,
-        epochs=run.epochs,
-        output_dir=run.output_dir,
-        checkpoint_every=run.checkpoint_every,
-        keep_checkpoints=run.keep_checkpoints,
-        time_budget_s=run.time_budget_s,
-        log_every=run.log_every,
-        tokenization_mode=run.tokenization_mode,
-        shuffle_buffer=run.shuffle_buffer,
-        progress=run.progress,
-        callbacks=callbacks,
-    )
+def _call_text(run, args, kwargs):
+    """What a `train(...)` call that is not `train(TrainingRun(...))` passed, in short."""
+    given = [type(value).__name__ for value in (run, *args) if value is not None]
+    given += [f"{name}=" for name in kwargs]
+    return f"train({', '.join(given)})"
 
 
 def _announce(trainer, restored, plan):

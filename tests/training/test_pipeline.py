@@ -13,7 +13,7 @@ from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.common.stopping import STOP_REASONS, StopRequests, stop_reason
 from elmo_keras.training.configs import get_config
 from elmo_keras.training.run.run_folder import CONFIG_FILE, find_checkpoint, load_run, save_run
-from elmo_keras.training.run.training_run import NEW_RUN_DEFAULTS, TrainingRun, legacy_training_run
+from elmo_keras.training.run.training_run import NEW_RUN_DEFAULTS, TrainingRun
 
 
 @pytest.mark.parametrize(
@@ -70,41 +70,35 @@ def test_training_run_defaults():
     assert TrainingRun(None, "run", steps=3, resume=True, override=True).train_files is None
 
 
-def test_old_train_arguments_still_work():
-    with pytest.deprecated_call(match=r"TrainingRun\(train_files="):
-        run = legacy_training_run(
-            ("a.txt", "run", "tiny"),
-            {
-                "valid": "v.txt",
-                "vocab": "vocab.txt",
-                "steps": 3,
-                "tokenization": "punctuation",
-                "verbose": False,
-            },
-        )
-    assert run == TrainingRun(
-        "a.txt",
-        "run",
-        "tiny",
-        valid_files="v.txt",
-        vocab_file="vocab.txt",
-        steps=3,
-        tokenization_mode="punctuation",
-        verbose=False,
-    )
-    with pytest.raises(TypeError, match="unexpected keyword argument 'stepz'"):
-        legacy_training_run(("a.txt", "run"), {"stepz": 3})
-    with pytest.raises(TypeError, match="multiple values for argument 'train'"):
-        legacy_training_run(("a.txt", "run"), {"train": "b.txt", "steps": 3})
-
-
-def test_train_old_form_warns_then_checks():
-    """`train(train, output_dir, ...)` builds a `TrainingRun` (checked before any work)."""
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("a.txt", "run"), {"config": "tiny", "steps": 3}),  # 0.3's 28-argument form
+        ((), {"train": "a.txt", "output_dir": "run", "steps": 3}),
+        ((TrainingRun("a.txt", "run", steps=3), "extra"), {}),
+    ],
+)
+def test_train_takes_one_training_run(args, kwargs):
+    """The old positional `train(train, output_dir, ...)` is one `TypeError` naming
+    `TrainingRun`, before anything is read or written."""
     from elmo_keras.training.pipeline import train
 
-    with pytest.deprecated_call():
-        with pytest.raises(ValueError, match="`steps` must be an integer >= 1"):
-            train("a.txt", "run", config="tiny", steps=0)
+    with pytest.raises(TypeError, match=r"train\(\) takes one `TrainingRun`: train\(TrainingRun"):
+        train(*args, **kwargs)
+
+
+def test_training_run_fields_are_typed():
+    """A plain frozen dataclass: every field has a type of its own (not `object`) and its
+    setting's metadata; the docstring lists every field."""
+    import dataclasses
+
+    fields = dataclasses.fields(TrainingRun)
+    assert len(fields) == 34
+    assert all(f.type != "object" and "setting" in f.metadata for f in fields)
+    assert {f.name: f.type for f in fields}["steps"] == "int | None"
+    assert all(f"    {f.name}: " in TrainingRun.__doc__ for f in fields)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TrainingRun("a.txt", "run", steps=3).steps = 4
 
 
 def test_run_folder_round_trip(tmp_path):

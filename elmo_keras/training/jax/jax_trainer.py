@@ -254,10 +254,10 @@ class JaxTrainer(TrainerBase):
 
     _state = None
 
-    def fit(self, *args, **kwargs):
+    def _fit(self, *args, **kwargs):
         """`TrainerBase.fit`; afterwards the carried state is in `state_h` and `state_c`."""
         try:
-            return super().fit(*args, **kwargs)
+            return super()._fit(*args, **kwargs)
         finally:
             self._settle()
 

@@ -32,12 +32,16 @@ from elmo_keras.training.run.run_folder import (
     vocabulary_sha256,
 )
 from elmo_keras.training.run.setting_error import SettingError, SettingsConflict, escaped
-from elmo_keras.training.run.training_run import CONFIG_KEYS, NEW_RUN_DEFAULTS, SAVED_KEYS
+from elmo_keras.training.run.training_run import CONFIG_KEYS, NEW_RUN_DEFAULTS, SETTINGS
 
 # `TrainingRun` fields that set a configuration key (`training_run.SETTINGS`).
 FLAG_KEYS = CONFIG_KEYS
 # Saved settings a resumed run may override, by field, and their training_config.json keys.
-_SAVED_FIELDS = SAVED_KEYS
+_SAVED_FIELDS = {
+    s.name: "train" if s.name == "train_files" else s.name
+    for s in SETTINGS
+    if s.resumable and s.name != "config" and not s.fixed
+}
 # Saved settings that change nothing in what is trained: a resumed run given another value
 # takes it (and saves it) without `override`.
 _FREE = ("log_every",)
