@@ -1,7 +1,7 @@
 """End-to-end pretraining: text files -> vocabulary -> trained biLM -> published weight files.
 
 `train(TrainingRun(...))` runs it: a new run, one that starts from a trained biLM
-(`init_from`), or a resumed one (`settings.plan_run` resolves which). `export_checkpoint` writes
+(`init_from`), or a resumed one (`run_plan.plan_run` resolves which). `export_checkpoint` writes
 any kept checkpoint of a run in the same layout; `quickstart` is the README's WikiText-2 demo.
 """
 
@@ -19,10 +19,9 @@ from elmo_keras.training.run.run_folder import (
     LOCK_FILE,
     checkpoint_written,
     find_checkpoint,
-    load_run,
     lock_run,
-    save_run,
 )
+from elmo_keras.training.run.run_record import RunRecord
 from elmo_keras.training.run.training_run import TrainingRun
 
 
@@ -36,7 +35,7 @@ def train(run=None, *args, callbacks=None, **kwargs):
 
     With `run.init_from` the weights start from a trained biLM (`init_source`); with
     `run.resume` the run goes on from its newest readable checkpoint, and settings that differ
-    from the saved ones are refused unless `run.override` (`settings`). A failed write of a
+    from the saved ones are refused unless `run.override` (`run_plan`). A failed write of a
     checkpoint or of the model files raises `checkpoints.CheckpointWriteError` (an `OSError`)
     whose one-line message names the checkpoint to resume from.
 
@@ -67,7 +66,7 @@ def train(run=None, *args, callbacks=None, **kwargs):
         )
     with contextlib.ExitStack() as held:
         trainer, plan = _start(run, held)
-        run, record = plan.run, plan.settings["init_from"]
+        run, record = plan.run, plan.record.init_from
         summary = {
             "train": trainer.fit_run(run, callbacks),
             "output_dir": str(run.output_dir),
@@ -126,7 +125,7 @@ def _start(run, held):
     plan = plan_run(run)
     run = plan.run
     trainer = _make_trainer(plan)
-    trainer.data_start_step = plan.settings["data_start_step"]
+    trainer.data_start_step = plan.record.data_start_step
     if chief and not trainer.is_chief:
         locked.close()  # the joined processes said otherwise: the chief holds the folder
     elif trainer.is_chief and not chief:
@@ -139,12 +138,12 @@ def _start(run, held):
         if plan.changes:
             _apply_overrides(trainer, plan, output_dir)
         elif plan.settings_changed and trainer.is_chief:  # a new `log_every`, kept from now on
-            save_run(output_dir, plan.settings, plan.vocabulary)
+            plan.record.write(output_dir, plan.vocabulary)
     else:
         if plan.source is not None:
             plan.source.initialize(trainer.model)
         if trainer.is_chief:
-            save_run(output_dir, plan.settings, plan.vocabulary)
+            plan.record.write(output_dir, plan.vocabulary)
     if run.verbose and trainer.is_chief:
         _announce(trainer, restored, plan)
     return trainer, plan
@@ -155,9 +154,9 @@ def _apply_overrides(trainer, plan, output_dir):
     data's new start, and their record in training_config.json."""
     trainer.optimizer.learning_rate = float(plan.config["learning_rate"])
     plan.record_overrides(trainer.global_step)
-    trainer.data_start_step = plan.settings["data_start_step"]
+    trainer.data_start_step = plan.record.data_start_step
     if trainer.is_chief:
-        save_run(output_dir, plan.settings, plan.vocabulary)
+        plan.record.write(output_dir, plan.vocabulary)
         print(
             f"resume: applied at step {trainer.global_step}: {plan.describe_changes()}",
             file=sys.stderr,
@@ -175,7 +174,7 @@ def _call_text(run, args, kwargs):
 def _announce(trainer, restored, plan):
     from elmo_keras.training.run.init_source import describe
 
-    record = plan.settings["init_from"]
+    record = plan.record.init_from
     print(
         f"training on {trainer.replicas} replica(s), global batch {trainer.batch_size} x "
         f"{trainer.unroll_steps} tokens, {trainer.placement}"
@@ -233,8 +232,8 @@ def _export_checkpoint(run_dir, output_dir, checkpoint):
     from elmo_keras.training.configs import normalize_config
     from elmo_keras.training.model_files import save_language_model
 
-    saved, vocabulary = load_run(run_dir)
-    config = normalize_config(saved["config"])
+    saved, vocabulary = RunRecord.read(run_dir)
+    config = normalize_config(saved.config)
     for attempt in range(_RACES):
         prefix = find_checkpoint(run_dir, checkpoint)
         try:
@@ -268,7 +267,7 @@ def _checkpoint_model(checkpoint, config, vocabulary, saved):
             variable_shapes,
         )
 
-        model = make_language_model(config, len(vocabulary), saved["seed"])
+        model = make_language_model(config, len(vocabulary), saved.seed)
         path = f"{checkpoint}.npz"
         arrays = read_arrays(path, variable_shapes("model", model.variables))
         assign_variables("model", model.variables, arrays, path)
@@ -278,7 +277,7 @@ def _checkpoint_model(checkpoint, config, vocabulary, saved):
         from elmo_keras.training.tf.state import TrainingState
 
         strategy = tf.distribute.get_strategy()
-        state = TrainingState(config, len(vocabulary), strategy, saved["seed"])
+        state = TrainingState(config, len(vocabulary), strategy, saved.seed)
         state.restore(checkpoint, skip=("optimizer", "state"))  # not exported; they may differ
         model = state.model
     return model

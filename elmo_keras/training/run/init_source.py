@@ -23,7 +23,7 @@ from elmo_keras.presets import PRESETS, find_model_files, resolve_preset
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.configs import architecture_options, get_config, normalize_config
 from elmo_keras.training.model_files import SOFTMAX_FILE, VOCAB_FILE
-from elmo_keras.training.run.run_folder import CONFIG_FILE, load_run
+from elmo_keras.training.run.run_record import CONFIG_FILE, RunRecord
 from elmo_keras.training.run.setting_error import SettingsConflict, escaped
 
 KINDS = ("run", "preset", "files")
@@ -148,7 +148,7 @@ def resolve_source(init_from, new_vocab=False, progress=True):
     head = [folder / VOCAB_FILE, folder / SOFTMAX_FILE]
     if not all(path.is_file() for path in head):
         return InitSource("files", given, options, weights)
-    training_config = load_run(folder)[0]["config"] if is_run else None
+    training_config = RunRecord.read(folder)[0].config if is_run else None
     if new_vocab:
         return InitSource("run", given, options, weights, training_config=training_config)
     return InitSource("run", given, options, weights, *head, training_config)

@@ -24,24 +24,25 @@ from elmo_keras.training.run.init_source import (
     vocabulary_conflicts,
 )
 from elmo_keras.training.run.run_folder import (
-    CONFIG_FILE,
     fingerprint_changes,
     has_checkpoints,
-    load_run,
     text_fingerprint,
     vocabulary_sha256,
 )
+from elmo_keras.training.run.run_record import CONFIG_FILE, RunRecord
 from elmo_keras.training.run.setting_error import SettingError, SettingsConflict, escaped
 from elmo_keras.training.run.training_run import CONFIG_KEYS, NEW_RUN_DEFAULTS, SETTINGS
 
 # `TrainingRun` fields that set a configuration key (`training_run.SETTINGS`).
 FLAG_KEYS = CONFIG_KEYS
-# Saved settings a resumed run may override, by field, and their training_config.json keys.
+# Saved settings a resumed run may override, by field, and their `RunRecord` names.
 _SAVED_FIELDS = {
     s.name: "train" if s.name == "train_files" else s.name
     for s in SETTINGS
     if s.resumable and s.name != "config" and not s.fixed
 }
+# Saved settings that the checkpoint fixes (the vocabulary's).
+_FIXED = ("min_count", "max_vocab_size")
 # Saved settings that change nothing in what is trained: a resumed run given another value
 # takes it (and saves it) without `override`.
 _FREE = ("log_every",)
@@ -66,7 +67,7 @@ class RunPlan:
         run: `TrainingRun` with its "None: saved" fields filled in.
         config: dict. The normalized configuration (`n_tokens_vocab` included).
         vocabulary: `Vocabulary`.
-        settings: dict. What training_config.json holds (`run_folder.load_run`).
+        record: `RunRecord`. What training_config.json holds.
         source: `init_source.InitSource` or None. Where a new run's weights start.
         changes: dict. For a resumed run with overrides: `{name: (saved, given)}`.
         restore_skip: tuple. Parts of the checkpoint not restored (`TrainingState.restore`).
@@ -77,19 +78,17 @@ class RunPlan:
     run: object
     config: dict
     vocabulary: Vocabulary
-    settings: dict
+    record: RunRecord
     source: object = None
     changes: dict = dataclasses.field(default_factory=dict)
     restore_skip: tuple = ()
     settings_changed: bool = False
 
     def record_overrides(self, step):
-        """Adds the applied overrides, at `step`, to `settings`; the data restarts there if
+        """Adds the applied overrides, at `step`, to `record`; the data restarts there if
         they change it."""
-        if any(name in self.changes for name in _DATA_CHANGES):
-            self.settings["data_start_step"] = int(step)
-        changes = {name: {"saved": old, "given": new} for name, (old, new) in self.changes.items()}
-        self.settings["overrides"] = [*self.settings["overrides"], {"step": step, **changes}]
+        data_changed = any(name in self.changes for name in _DATA_CHANGES)
+        self.record = self.record.with_overrides(step, self.changes, data_changed)
 
     def describe_changes(self):
         return "; ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in self.changes.items())
@@ -168,26 +167,17 @@ def _new_run(run):
         vocabulary = _build_vocabulary(run)
     config["n_tokens_vocab"] = len(vocabulary)
     _fit_candidates(config, len(vocabulary), run.verbose)
-    settings = {
-        "config": config,
-        "seed": run.seed,
-        "tokenization_mode": run.tokenization_mode,
-        "shuffle_buffer": run.shuffle_buffer,
-        "carry_state": run.carry_state,
-        "train": run.train_files,
-        "vocab_file": None if run.vocab_file is None else os.fspath(run.vocab_file),
-        "min_count": run.min_count,
-        "max_vocab_size": run.max_vocab_size,
-        "init_from": None if source is None else source.record(),
-        "new_vocab": run.new_vocab,
-        "freeze_bilm_steps": run.freeze_bilm_steps,
-        "log_every": run.log_every,
-        "data_start_step": 0,
-        "overrides": [],
-        "train_fingerprint": text_fingerprint(run.train_files),
-        "vocab_sha256": vocabulary_sha256(vocabulary),
-    }
-    return RunPlan(run, config, vocabulary, settings, source)
+    saved = {_SAVED_FIELDS.get(n, n): getattr(run, n) for n in (*_SAVED_FIELDS, *_FIXED)}
+    record = RunRecord(
+        **saved,
+        config=config,
+        vocab_file=None if run.vocab_file is None else os.fspath(run.vocab_file),
+        init_from=None if source is None else source.record(),
+        new_vocab=run.new_vocab,
+        train_fingerprint=text_fingerprint(run.train_files),
+        vocab_sha256=vocabulary_sha256(vocabulary),
+    )
+    return RunPlan(run, config, vocabulary, record, source)
 
 
 def _fit_candidates(config, vocabulary_size, verbose):
@@ -243,16 +233,12 @@ def _resumed_run(run):
             "{resume}: no previous run in "
             + escaped(f"{output_dir} ({output_dir / CONFIG_FILE} not found)")
         )
-    saved, vocabulary = load_run(output_dir)
+    saved, vocabulary = RunRecord.read(output_dir)
     _check_vocabulary(saved, vocabulary, output_dir)
-    free = {name: getattr(run, name) for name in _FREE if getattr(run, name) is not None}
-    settings_changed = any(saved[_SAVED_FIELDS[name]] != value for name, value in free.items())
-    saved.update({_SAVED_FIELDS[name]: value for name, value in free.items()})
-    differences = _differences(run, saved, vocabulary)
-    recorded = run.train_files is None and saved["train_fingerprint"] is not None
+    recorded = run.train_files is None and saved.train_fingerprint is not None
     if recorded:  # the recorded absolute paths: the run resumes from any working directory
-        run = dataclasses.replace(run, train_files=[f["path"] for f in saved["train_fingerprint"]])
-    differences += _text_changes(run, saved, recorded)
+        run = dataclasses.replace(run, train_files=[f["path"] for f in saved.train_fingerprint])
+    record, differences = resumed_record(saved, run, vocabulary, recorded)
     if differences and (not run.override or any(d.fixed for d in differences)):
         where = escaped(output_dir / CONFIG_FILE)
         how = "pass {override} to apply them"
@@ -262,29 +248,40 @@ def _resumed_run(run):
             "{resume}: these settings differ from " + where + f" ({how})",
             [(d.field, d.text()) for d in differences],
         )
-    config = normalize_config(saved["config"])
-    old = dict(config)
-    for d in differences:
-        if d.name.startswith("config.") or d.name in FLAG_KEYS:
-            config[FLAG_KEYS.get(d.name, d.name.removeprefix("config."))] = d.given
-        elif d.name in _SAVED_FIELDS:
-            saved[_SAVED_FIELDS[d.name]] = d.given
-    saved["config"] = config = normalize_config(config)
-    if saved["train_fingerprint"] is not None and any(
-        d.field == "train_files" for d in differences
-    ):
-        saved["train_fingerprint"] = text_fingerprint(run.train_files)  # from now on
-    skip = ("state",) if config["batch_size"] != old["batch_size"] else ()
-    skip += ("optimizer",) if config["optimizer"] != old["optimizer"] else ()
-    run = _with_defaults(run, {name: saved[key] for name, key in _SAVED_FIELDS.items()})
+    skip = ("state",) if record.config["batch_size"] != saved.config["batch_size"] else ()
+    skip += ("optimizer",) if record.config["optimizer"] != saved.config["optimizer"] else ()
+    run = _with_defaults(run, {name: getattr(record, key) for name, key in _SAVED_FIELDS.items()})
     run = _with_defaults(run, NEW_RUN_DEFAULTS)
     changes = {d.name: (d.saved, d.given) for d in differences}
-    return RunPlan(run, config, vocabulary, saved, None, changes, skip, settings_changed)
+    changed = record.log_every != saved.log_every
+    return RunPlan(run, record.config, vocabulary, record, None, changes, skip, changed)
+
+
+def resumed_record(saved, run, vocabulary, recorded=False):
+    """The record of `run` resuming the run of `saved` (a `RunRecord`), and the differences
+    (`_Difference`s) between the two: the saved one with every setting `run` gives (its
+    configuration, the keys its flags set, its saved settings), and a new training text's
+    fingerprint. `recorded`: `run.train_files` are the recorded paths."""
+    config = dict(saved.config) if run.config is None else get_config(run.config)
+    if "n_tokens_vocab" in saved.config:
+        config["n_tokens_vocab"] = saved.config["n_tokens_vocab"]
+    flagged = {key: getattr(run, n) for n, key in FLAG_KEYS.items() if getattr(run, n) is not None}
+    given = {
+        _SAVED_FIELDS[n]: getattr(run, n) for n in _SAVED_FIELDS if getattr(run, n) is not None
+    }
+    if "train" in given and _same_files(given["train"], saved.train):
+        del given["train"]  # the same files: the saved spelling stays
+    record = dataclasses.replace(saved, config=normalize_config({**config, **flagged}), **given)
+    differences = _differences(saved, record, run) + _text_changes(run, saved, recorded)
+    differences += _fixed_differences(run, saved, vocabulary)
+    if saved.train_fingerprint is not None and any(d.field == "train_files" for d in differences):
+        record = dataclasses.replace(record, train_fingerprint=text_fingerprint(run.train_files))
+    return record, differences
 
 
 def _check_vocabulary(saved, vocabulary, output_dir):
     """vocab.txt must be the run's: the checkpoint's softmax rows follow its order."""
-    if saved["vocab_sha256"] is not None and vocabulary_sha256(vocabulary) != saved["vocab_sha256"]:
+    if saved.vocab_sha256 is not None and vocabulary_sha256(vocabulary) != saved.vocab_sha256:
         raise SettingError(
             "{resume}: "
             + escaped(output_dir / VOCAB_FILE)
@@ -297,12 +294,12 @@ def _check_vocabulary(saved, vocabulary, output_dir):
 def _text_changes(run, saved, recorded):
     """The training text's files changed under the same setting (content, size, files);
     `recorded`: `run.train_files` are the recorded paths."""
-    if saved["train_fingerprint"] is None:
+    if saved.train_fingerprint is None:
         return []  # a run folder of an older version
-    if not recorded and not _same_files(run.train_files, saved["train"]):
+    if not recorded and not _same_files(run.train_files, saved.train):
         return []  # other files given: `_differences` says so
     try:
-        changes = fingerprint_changes(saved["train_fingerprint"], text_fingerprint(run.train_files))
+        changes = fingerprint_changes(saved.train_fingerprint, text_fingerprint(run.train_files))
     except ValueError:  # the files are gone
         changes = ["no file matches any more"]
     if not changes:
@@ -311,31 +308,24 @@ def _text_changes(run, saved, recorded):
     return [_Difference("train_text", "train_files", "recorded", "changed", note=note)]
 
 
-def _differences(run, saved, vocabulary):
-    """Every setting of `run` given with another value than the saved run's."""
-    config = normalize_config(saved["config"])
+def _differences(saved, given, run):
+    """The settings of the record `given` that differ from `saved`'s, named by the field that
+    gave them: the configuration's other keys (`config.KEY`), the flags' keys, the settings."""
+    flagged = {key: name for name, key in FLAG_KEYS.items() if getattr(run, name) is not None}
     out = []
-    if run.config is not None:
-        given = get_config(run.config)
-        flagged = {key for name, key in FLAG_KEYS.items() if getattr(run, name) is not None}
-        for key in sorted((set(given) | set(config)) - flagged - {"n_tokens_vocab"}):
-            if given.get(key) != config.get(key):
-                fixed = key in ("lstm", "char_cnn")
-                out.append(
-                    _Difference(f"config.{key}", "config", config.get(key), given.get(key), fixed)
-                )
-    for name, key in FLAG_KEYS.items():
-        value = getattr(run, name)
-        if value is not None and value != config.get(key):
-            out.append(_Difference(name, name, config.get(key), value))
+    for key in sorted((set(given.config) | set(saved.config)) - {"n_tokens_vocab", *flagged}):
+        old, new = saved.config.get(key), given.config.get(key)
+        if old != new:
+            fixed = key in ("lstm", "char_cnn")
+            out.append(_Difference(f"config.{key}", "config", old, new, fixed))
+    for key, name in flagged.items():
+        if saved.config.get(key) != given.config[key]:
+            out.append(_Difference(name, name, saved.config.get(key), given.config[key]))
     for name, key in _SAVED_FIELDS.items():
-        value = getattr(run, name)
-        if name in _FREE:
-            continue
-        same = _same_files if name == "train_files" else (lambda a, b: a == b)
-        if value is not None and not same(value, saved[key]):
-            out.append(_Difference(name, name, saved[key], value))
-    return out + _fixed_differences(run, saved, vocabulary)
+        old, new = getattr(saved, key), getattr(given, key)
+        if name not in _FREE and old != new:
+            out.append(_Difference(name, name, old, new))
+    return out
 
 
 def _fixed_differences(run, saved, vocabulary):
@@ -347,14 +337,15 @@ def _fixed_differences(run, saved, vocabulary):
         )
     for name in ("min_count", "max_vocab_size"):
         value = getattr(run, name)
-        if value is not None and name in saved and value != saved[name]:
-            out.append(_Difference(name, name, saved[name], value, True))
-    if run.init_from is not None and not _same_source(run.init_from, saved["init_from"]):
-        record = saved["init_from"]
+        # A folder of 0.1 did not record them (`min_count` None: unknown).
+        if value is not None and saved.min_count is not None and value != getattr(saved, name):
+            out.append(_Difference(name, name, getattr(saved, name), value, True))
+    if run.init_from is not None and not _same_source(run.init_from, saved.init_from):
+        record = saved.init_from
         out.append(
             _Difference("init_from", "init_from", record and record["source"], run.init_from, True)
         )
-    if run.new_vocab and not saved["new_vocab"]:
+    if run.new_vocab and not saved.new_vocab:
         out.append(_Difference("new_vocab", "new_vocab", False, True, True))
     return out
 
