@@ -73,22 +73,19 @@ def check_step_fits(config, vocabulary_size, rows):
     (weights, gradients, optimizer slots, activations) cannot fit the machine's memory.
 
     Args:
-        config: dict. A training configuration (`elmo_keras.training.configs`).
+        config: `elmo_keras.training.configs.TrainingConfig`.
         vocabulary_size: int. Words of the softmax.
         rows: int. The batch rows of one replica.
     """
-    from elmo_keras.options import options_to_bilm_kwargs  # noqa: PLC0415
-
-    architecture = {"lstm": config["lstm"], "char_cnn": config["char_cnn"]}
     needed = training_bytes(
-        options_to_bilm_kwargs(architecture, "the training configuration"),
+        config.bilm_kwargs,
         vocabulary_size,
         rows,
-        int(config["unroll_steps"]),
-        config.get("optimizer", "adagrad"),
-        int(config.get("n_negative_samples_batch") or 0),
+        config.unroll_steps,
+        config.optimizer,
+        config.samples,
     )
-    where = f"the training configuration (batch {rows} x {config['unroll_steps']} per replica"
+    where = f"the training configuration (batch {rows} x {config.unroll_steps} per replica"
     check_fits(needed, "a training step", f"{where}, {vocabulary_size:,} words)")
 
 

@@ -152,7 +152,7 @@ def _start(run, held):
 def _apply_overrides(trainer, plan, output_dir):
     """A resumed run's overrides: the learning rate (the checkpoint restored the old one), the
     data's new start, and their record in training_config.json."""
-    trainer.optimizer.learning_rate = float(plan.config["learning_rate"])
+    trainer.optimizer.learning_rate = float(plan.config.learning_rate)
     plan.record_overrides(trainer.global_step)
     trainer.data_start_step = plan.record.data_start_step
     if trainer.is_chief:
@@ -229,11 +229,10 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
 
 def _export_checkpoint(run_dir, output_dir, checkpoint):
     from elmo_keras.training.common.finite import check_weights
-    from elmo_keras.training.configs import normalize_config
     from elmo_keras.training.model_files import save_language_model
 
     saved, vocabulary = RunRecord.read(run_dir)
-    config = normalize_config(saved.config)
+    config = saved.config
     for attempt in range(_RACES):
         prefix = find_checkpoint(run_dir, checkpoint)
         try:

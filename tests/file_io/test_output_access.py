@@ -178,7 +178,7 @@ def test_outputs_get_the_usual_permissions(umask_022, tmp_path, onnx_model, kera
 
     from elmo_keras.models.language_model import LanguageModel
     from elmo_keras.text.vocabulary import Vocabulary
-    from elmo_keras.training.configs import get_config
+    from elmo_keras.training.configs import TrainingConfig
     from elmo_keras.training.model_files import MODEL_FILES, save_language_model
     from elmo_keras.training.run.run_folder import CONFIG_FILE, lock_run
     from elmo_keras.training.run.run_record import RunRecord
@@ -193,7 +193,10 @@ def test_outputs_get_the_usual_permissions(umask_022, tmp_path, onnx_model, kera
     assert {_mode(tmp_path / "snapshot" / name) for name in MODEL_FILES} == {0o644}
     with lock_run(tmp_path / "run"):
         record = RunRecord(
-            config=get_config("tiny"), seed=0, tokenization_mode="whitespace", train="t.txt"
+            config=TrainingConfig.parse("tiny"),
+            seed=0,
+            tokenization_mode="whitespace",
+            train="t.txt",
         )
         record.write(tmp_path / "run", vocabulary)
     assert {_mode(p) for p in (tmp_path / "run").iterdir()} == {0o644}

@@ -26,7 +26,7 @@ def test_an_old_run_folder_resumes(version, tmp_path, monkeypatch):
     record, vocabulary = RunRecord.read(version)
     assert (record.seed, record.tokenization_mode, record.carry_state) == (0, "whitespace", True)
     assert (record.train, record.version, len(vocabulary)) == ("train.txt", VERSION, 18)
-    assert (record.config["batch_size"], record.config["n_negative_samples_batch"]) == (4, 8)
+    assert (record.config.batch_size, record.config.n_negative_samples_batch) == (4, 8)
     # What these versions did not record: their behaviour then.
     assert (record.shuffle_buffer, record.log_every, record.data_start_step) == (10_000, 50, 0)
     assert (record.init_from, record.train_fingerprint, record.vocab_sha256) == (None,) * 3

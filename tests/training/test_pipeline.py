@@ -12,7 +12,7 @@ import pytest
 
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.common.stopping import STOP_REASONS, StopRequests, stop_reason
-from elmo_keras.training.configs import get_config
+from elmo_keras.training.configs import TrainingConfig
 from elmo_keras.training.run.run_folder import CONFIG_FILE, find_checkpoint
 from elmo_keras.training.run.run_record import RunRecord
 from elmo_keras.training.run.training_run import NEW_RUN_DEFAULTS, TrainingRun
@@ -104,7 +104,7 @@ def test_training_run_fields_are_typed():
 def test_run_folder_round_trip(tmp_path):
     vocabulary = Vocabulary(["<S>", "</S>", "<UNK>", "the"])
     written = RunRecord(
-        config=get_config("tiny"),
+        config=TrainingConfig.parse("tiny"),
         seed=7,
         tokenization_mode="punctuation",
         carry_state=False,

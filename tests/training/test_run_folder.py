@@ -160,13 +160,15 @@ def test_a_bad_saved_configuration_names_the_file_and_the_run(tmp_path, capsys):
     ("`batch_size` must be ..."); now the file and the saved run are named, for every command
     that reads the run (here `snapshot`; `train --resume` reads it the same way)."""
     from elmo_keras.text.vocabulary import Vocabulary
-    from elmo_keras.training.configs import get_config
-    from elmo_keras.training.run.run_record import RunRecord
+    from elmo_keras.training.configs import TrainingConfig
+    from elmo_keras.training.run.run_record import CONFIG_FILE, RunRecord
 
-    config = get_config("tiny")
-    config["batch_size"] = -1
+    config = TrainingConfig.parse("tiny")
     record = RunRecord(config=config, seed=0, tokenization_mode="whitespace", train=DATA)
     record.write(tmp_path / "run", Vocabulary(["<S>", "</S>", "<UNK>", "the"]))
+    saved = json.loads((tmp_path / "run" / CONFIG_FILE).read_text())
+    saved["config"]["batch_size"] = -1
+    (tmp_path / "run" / CONFIG_FILE).write_text(json.dumps(saved))
     assert main(["snapshot", "--run", str(tmp_path / "run"), "--output", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(

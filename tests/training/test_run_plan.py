@@ -35,7 +35,7 @@ def test_a_new_run_builds_its_vocabulary_and_record(text, tmp_path):
     # candidates (64) than words is the full one.
     expected = {**get_config("tiny"), "batch_size": 8, "learning_rate": 0.5}
     expected |= {"n_negative_samples_batch": 0, "n_tokens_vocab": words + 3}
-    assert plan.config == expected
+    assert plan.config.to_options() == expected
     record = plan.record
     assert record.config is plan.config and (record.seed, record.train) == (5, str(text))
     assert (record.tokenization_mode, record.carry_state, record.shuffle_buffer) == (
@@ -54,7 +54,7 @@ def test_a_new_run_builds_its_vocabulary_and_record(text, tmp_path):
 def test_a_run_started_from_a_preset_takes_its_architecture(text, tmp_path):
     plan = plan_run(TrainingRun(str(text), tmp_path / "run", steps=3, init_from="tiny"))
     assert plan.source.kind == "preset" and plan.record.init_from["source"] == "tiny"
-    assert plan.config["lstm"] == plan.source.architecture()["lstm"]
+    assert plan.config.architecture["lstm"] == plan.source.architecture()["lstm"]
     with pytest.raises(SettingsConflict, match="the architecture is the source's"):
         plan_run(TrainingRun(str(text), tmp_path / "run", steps=3, init_from="tiny", config="cpu"))
 
@@ -105,7 +105,7 @@ def test_a_resumed_run_refuses_differences_unless_overridden(saved_run):
     )
     plan = _resume(folder, override=True, **given)
     assert plan.changes == {"batch_size": (16, 4), "optimizer": ("adagrad", "adam"), "seed": (2, 3)}
-    assert (plan.record.seed, plan.config["batch_size"], plan.config["optimizer"]) == (3, 4, "adam")
+    assert (plan.record.seed, plan.config.batch_size, plan.config.optimizer) == (3, 4, "adam")
     assert plan.restore_skip == ("state", "optimizer")
     assert record.seed == 2  # the saved record is left as it was
     plan.record_overrides(7)  # the seed changes the data: it starts again at the step
@@ -118,7 +118,7 @@ def test_a_resume_compares_two_records(saved_run, text):
     as a whole is compared key by key, a flag's key under the flag's name."""
     folder, record = saved_run
     vocabulary = Vocabulary.load(folder / "vocab.txt")
-    config = {**record.config, "dropout": 0.3}
+    config = {**record.config.to_options(), "dropout": 0.3}
     del config["n_tokens_vocab"]
     run = TrainingRun(str(text), folder, steps=9, resume=True, config=config, learning_rate=1.0)
     new, differences = resumed_record(record, run, vocabulary)
@@ -127,7 +127,7 @@ def test_a_resume_compares_two_records(saved_run, text):
         ("learning_rate", "learning_rate", 0.2, 1.0),
     ]
     assert new == dataclasses.replace(
-        record, config={**record.config, "dropout": 0.3, "learning_rate": 1.0}
+        record, config=record.config.replace(dropout=0.3, learning_rate=1.0)
     )
 
 
@@ -161,3 +161,16 @@ def test_a_resume_refuses_a_missing_run_or_a_changed_vocabulary(saved_run, tmp_p
     (folder / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nother\n", encoding="utf-8")
     with pytest.raises(SettingError, match="vocab.txt changed since the run started"):
         _resume(folder)
+
+
+def test_a_resume_from_another_folder_uses_the_recorded_paths(text, tmp_path, monkeypatch):
+    """A run started with a relative `train_files` resumes from another working directory: the
+    recorded absolute paths are used, and they are no difference."""
+    monkeypatch.chdir(tmp_path)
+    plan = _new(text.name, tmp_path / "run")
+    plan.record.write(tmp_path / "run", plan.vocabulary)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    resumed = _resume(tmp_path / "run")
+    assert resumed.changes == {} and resumed.record.train == "text.txt"
+    assert resumed.run.train_files == [str(text)]

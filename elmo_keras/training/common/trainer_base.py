@@ -25,7 +25,7 @@ from elmo_keras.training.common.event_file import EventFileError
 from elmo_keras.training.common.finite import check_step, check_weights
 from elmo_keras.training.common.metrics import MetricsLogger
 from elmo_keras.training.common.stopping import StopRequests, stop_reason
-from elmo_keras.training.configs import normalize_config
+from elmo_keras.training.configs import TrainingConfig
 from elmo_keras.training.feed.data import expand_files
 from elmo_keras.training.feed.tokenization import TOKENIZATION_RENAMED, no_other_arguments
 from elmo_keras.training.run.run_folder import CHECKPOINTS, LOGS
@@ -73,7 +73,8 @@ class TrainerBase(abc.ABC):
     `step - data_start_step` batches (a resumed run that switched data starts it afresh).
 
     Args:
-        config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
+        config: `TrainingConfig`, or what `TrainingConfig.parse` takes (a name, a JSON file or
+            an options dict).
         vocabulary: `Vocabulary`. Sorted by frequency (sampled softmax).
         replicas: int. The devices the global batch is split over.
         seed: int. Seeds the weights, the candidate sampler and the data order.
@@ -97,16 +98,15 @@ class TrainerBase(abc.ABC):
         freeze_bilm_steps=0,
         tf32=False,
     ):
-        self.config = normalize_config(config)
+        self.config = TrainingConfig.parse(config).replace(n_tokens_vocab=len(vocabulary))
         self.vocabulary = vocabulary
-        self.config["n_tokens_vocab"] = len(vocabulary)
         self.seed = int(seed)
         self.carry_state = bool(carry_state)
         self.mixed_precision = check_setting("mixed_precision", mixed_precision)
         self.freeze_bilm_steps = check_setting("freeze_bilm_steps", freeze_bilm_steps) or 0
         self.tf32 = check_setting("tf32", tf32)
         self.data_start_step = 0
-        self.batch_size = int(self.config["batch_size"])
+        self.batch_size = self.config.batch_size
         if self.batch_size % replicas:
             raise ValueError(
                 f"`batch_size` must be a multiple of the number of replicas ({replicas}). "
@@ -114,10 +114,10 @@ class TrainerBase(abc.ABC):
             )
         self.replicas = replicas
         self.per_replica_batch = self.batch_size // replicas
-        self.unroll_steps = int(self.config["unroll_steps"])
+        self.unroll_steps = self.config.unroll_steps
         check_step_fits(self.config, len(vocabulary), self.per_replica_batch)
-        self.max_chars = int(self.config["char_cnn"]["max_characters_per_token"])
-        self.clip_norm = float(self.config.get("all_clip_norm_val") or 0.0)
+        self.max_chars = self.config.bilm_kwargs["max_characters_per_token"]
+        self.clip_norm = float(self.config.all_clip_norm_val or 0.0)
 
     @property
     def bilm(self):

@@ -60,7 +60,8 @@ class JaxTrainer(TrainerBase):
     `evaluate` and `export`: `TrainerBase`.
 
     Args:
-        config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
+        config: `TrainingConfig`, or what `TrainingConfig.parse` takes (a name, a JSON file or
+            an options dict): the training configuration, parsed once.
         vocabulary: `Vocabulary`. Sorted by frequency (sampled softmax).
         devices: list of JAX devices or None (all of them, on every host).
         seed: int. Seeds the weights, the candidate sampler, dropout and the data order.
@@ -115,13 +116,13 @@ class JaxTrainer(TrainerBase):
             )
             self.optimizer = make_optimizer(self.config)
             sampled = self.model.n_negative_samples > 0
-            adagrad = self.config["optimizer"] == "adagrad"
+            adagrad = self.config.optimizer == "adagrad"
             if sparse_softmax is None:
                 sparse_softmax = sampled and adagrad
             if sparse_softmax and not (sampled and adagrad):
                 raise ValueError(
                     "`sparse_softmax` needs Adagrad and a sampled softmax. Received: "
-                    f"optimizer={self.config['optimizer']!r}, "
+                    f"optimizer={self.config.optimizer!r}, "
                     f"n_negative_samples={self.model.n_negative_samples}"
                 )
             self.sparse_softmax = bool(sparse_softmax)

@@ -15,7 +15,7 @@ import time
 
 from elmo_keras.text.text_files import check_text_files
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.configs import get_config, normalize_config
+from elmo_keras.training.configs import TrainingConfig
 from elmo_keras.training.feed.data import build_vocabulary, expand_files
 from elmo_keras.training.model_files import OPTIONS_FILE, SOFTMAX_FILE, VOCAB_FILE, WEIGHTS_FILE
 from elmo_keras.training.run.init_source import (
@@ -65,7 +65,7 @@ class RunPlan:
 
     Attributes:
         run: `TrainingRun` with its "None: saved" fields filled in.
-        config: dict. The normalized configuration (`n_tokens_vocab` included).
+        config: `TrainingConfig` (`n_tokens_vocab` included).
         vocabulary: `Vocabulary`.
         record: `RunRecord`. What training_config.json holds.
         source: `init_source.InitSource` or None. Where a new run's weights start.
@@ -76,7 +76,7 @@ class RunPlan:
     """
 
     run: object
-    config: dict
+    config: TrainingConfig
     vocabulary: Vocabulary
     record: RunRecord
     source: object = None
@@ -121,17 +121,9 @@ def _with_defaults(run, values):
     return dataclasses.replace(run, **missing)
 
 
-def _with_flags(config, run):
-    """`config` with the run's `batch_size`, `n_negative_samples`... applied, checked."""
-    config = dict(config)
-    config.update(
-        {
-            key: getattr(run, name)
-            for name, key in FLAG_KEYS.items()
-            if getattr(run, name) is not None
-        }
-    )
-    return get_config(config)
+def _flagged(run):
+    """The configuration keys the run's `batch_size`, `n_negative_samples`... set."""
+    return {key: getattr(run, n) for n, key in FLAG_KEYS.items() if getattr(run, n) is not None}
 
 
 def _new_run(run):
@@ -159,14 +151,15 @@ def _new_run(run):
             raise conflict
         config = start_config(source, run.config)
     else:
-        config = get_config(run.config if run.config is not None else NEW_RUN_DEFAULTS["config"])
-    config = _with_flags(config, run)
+        given = run.config if run.config is not None else NEW_RUN_DEFAULTS["config"]
+        config = TrainingConfig.parse(given)
+    config = config.replace(**_flagged(run))
     vocabulary = source.load_vocabulary() if source is not None else None
     run = _with_defaults(run, {k: v for k, v in NEW_RUN_DEFAULTS.items() if k != "config"})
     if vocabulary is None:
         vocabulary = _build_vocabulary(run)
-    config["n_tokens_vocab"] = len(vocabulary)
-    _fit_candidates(config, len(vocabulary), run.verbose)
+    config = config.replace(n_tokens_vocab=len(vocabulary))
+    config = _fit_candidates(config, len(vocabulary), run.verbose)
     saved = {_SAVED_FIELDS.get(n, n): getattr(run, n) for n in (*_SAVED_FIELDS, *_FIXED)}
     record = RunRecord(
         **saved,
@@ -184,15 +177,16 @@ def _fit_candidates(config, vocabulary_size, verbose):
     """A sampled softmax draws fewer candidates than there are words: a vocabulary no larger
     than `n_negative_samples_batch` (a small text) trains with the full softmax instead (exact,
     and no dearer then), said in one line."""
-    samples = int(config.get("n_negative_samples_batch") or 0)
-    if samples and samples >= vocabulary_size:
-        config["n_negative_samples_batch"] = 0
-        if verbose:
-            print(
-                f"softmax: full ({vocabulary_size:,} words, no more than the {samples:,} "
-                "sampled-softmax candidates asked for)",
-                flush=True,
-            )
+    samples = config.samples
+    if not samples or samples < vocabulary_size:
+        return config
+    if verbose:
+        print(
+            f"softmax: full ({vocabulary_size:,} words, no more than the {samples:,} "
+            "sampled-softmax candidates asked for)",
+            flush=True,
+        )
+    return config.replace(n_negative_samples_batch=0)
 
 
 def _build_vocabulary(run):
@@ -248,8 +242,8 @@ def _resumed_run(run):
             "{resume}: these settings differ from " + where + f" ({how})",
             [(d.field, d.text()) for d in differences],
         )
-    skip = ("state",) if record.config["batch_size"] != saved.config["batch_size"] else ()
-    skip += ("optimizer",) if record.config["optimizer"] != saved.config["optimizer"] else ()
+    skip = ("state",) if record.config.batch_size != saved.config.batch_size else ()
+    skip += ("optimizer",) if record.config.optimizer != saved.config.optimizer else ()
     run = _with_defaults(run, {name: getattr(record, key) for name, key in _SAVED_FIELDS.items()})
     run = _with_defaults(run, NEW_RUN_DEFAULTS)
     changes = {d.name: (d.saved, d.given) for d in differences}
@@ -262,16 +256,14 @@ def resumed_record(saved, run, vocabulary, recorded=False):
     (`_Difference`s) between the two: the saved one with every setting `run` gives (its
     configuration, the keys its flags set, its saved settings), and a new training text's
     fingerprint. `recorded`: `run.train_files` are the recorded paths."""
-    config = dict(saved.config) if run.config is None else get_config(run.config)
-    if "n_tokens_vocab" in saved.config:
-        config["n_tokens_vocab"] = saved.config["n_tokens_vocab"]
-    flagged = {key: getattr(run, n) for n, key in FLAG_KEYS.items() if getattr(run, n) is not None}
+    config = saved.config if run.config is None else TrainingConfig.parse(run.config)
+    config = config.replace(n_tokens_vocab=saved.config.n_tokens_vocab, **_flagged(run))
     given = {
         _SAVED_FIELDS[n]: getattr(run, n) for n in _SAVED_FIELDS if getattr(run, n) is not None
     }
-    if "train" in given and _same_files(given["train"], saved.train):
-        del given["train"]  # the same files: the saved spelling stays
-    record = dataclasses.replace(saved, config=normalize_config({**config, **flagged}), **given)
+    if "train" in given and (recorded or _same_files(given["train"], saved.train)):
+        del given["train"]  # the recorded or the same files: the saved spelling stays
+    record = dataclasses.replace(saved, config=config, **given)
     differences = _differences(saved, record, run) + _text_changes(run, saved, recorded)
     differences += _fixed_differences(run, saved, vocabulary)
     if saved.train_fingerprint is not None and any(d.field == "train_files" for d in differences):
@@ -313,14 +305,15 @@ def _differences(saved, given, run):
     gave them: the configuration's other keys (`config.KEY`), the flags' keys, the settings."""
     flagged = {key: name for name, key in FLAG_KEYS.items() if getattr(run, name) is not None}
     out = []
-    for key in sorted((set(given.config) | set(saved.config)) - {"n_tokens_vocab", *flagged}):
-        old, new = saved.config.get(key), given.config.get(key)
+    saved_config, given_config = saved.config.to_options(), given.config.to_options()
+    for key in sorted((set(given_config) | set(saved_config)) - {"n_tokens_vocab", *flagged}):
+        old, new = saved_config.get(key), given_config.get(key)
         if old != new:
             fixed = key in ("lstm", "char_cnn")
             out.append(_Difference(f"config.{key}", "config", old, new, fixed))
     for key, name in flagged.items():
-        if saved.config.get(key) != given.config[key]:
-            out.append(_Difference(name, name, saved.config.get(key), given.config[key]))
+        if saved_config.get(key) != given_config[key]:
+            out.append(_Difference(name, name, saved_config.get(key), given_config[key]))
     for name, key in _SAVED_FIELDS.items():
         old, new = getattr(saved, key), getattr(given, key)
         if name not in _FREE and old != new:

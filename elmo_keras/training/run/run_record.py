@@ -19,6 +19,7 @@ import pathlib
 
 from elmo_keras.file_io.files import write_text
 from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.configs import TrainingConfig
 from elmo_keras.training.model_files import VOCAB_FILE, save_vocabulary
 
 CONFIG_FILE = "training_config.json"
@@ -64,7 +65,7 @@ class RunRecord:
     """
 
     # fmt: off
-    config: dict = _key(valid=lambda v: isinstance(v, dict), expected="a JSON object")
+    config: TrainingConfig = _key(valid=lambda v: isinstance(v, dict), expected="a JSON object")
     seed: int = _key(valid=_integer(), expected="an integer")
     tokenization_mode: str = _key(valid=_is_str, expected="a string")
     shuffle_buffer: int = _key(
@@ -98,6 +99,7 @@ class RunRecord:
     def to_json(self):
         """The JSON object of `training_config.json`."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["config"] = self.config.to_options()
         train = self.train
         data["train"] = (
             os.fspath(train)
@@ -127,7 +129,7 @@ class RunRecord:
                 )
             values[f.name] = data[f.name]
         values["overrides"] = tuple(values["overrides"])
-        _check_saved_config(values["config"], where)
+        values["config"] = _saved_config(values["config"], where)
         return cls(**values)
 
     def write(self, run_dir, vocabulary):
@@ -181,13 +183,11 @@ def _upgrade(data):
     return data
 
 
-def _check_saved_config(config, where):
-    """A bad value in the saved configuration names the file and the run it belongs to, not
-    only the key (the same check a new run's configuration gets)."""
-    from elmo_keras.training.configs import normalize_config  # noqa: PLC0415
-
+def _saved_config(config, where):
+    """The saved configuration, parsed: a bad value names the file and the run it belongs to,
+    not only the key (the same check a new run's configuration gets)."""
     try:
-        normalize_config(config)
+        return TrainingConfig.parse(config)
     except ValueError as error:
         raise ValueError(
             f"{where} (the saved run's settings), key 'config': {error}; restore the file "

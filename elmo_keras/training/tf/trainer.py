@@ -34,7 +34,8 @@ class Trainer(TrainerBase):
     (`trainer.state`). The loop, `evaluate` and `export`: `TrainerBase`.
 
     Args:
-        config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
+        config: `TrainingConfig`, or what `TrainingConfig.parse` takes (a name, a JSON file or
+            an options dict): the training configuration, parsed once.
         vocabulary: `Vocabulary`. Sorted by frequency (sampled softmax).
         strategy: `tf.distribute.Strategy` or None (the current one).
         seed: int. Seeds the weights, the candidate sampler and the data order.
