@@ -302,8 +302,8 @@ def test_a_text_file_changed_under_the_run_stops_it_with_its_own_error(
 ):
     """Issue 39, point 9: the packer's error (a training file changed during an epoch) reaches
     the caller as itself, one line, not as TensorFlow's `OpError` with a traceback inside."""
-    from elmo_keras.training.tf import trainer as trainer_module
     from elmo_keras.training.feed.file_changes import ChangedFileError
+    from elmo_keras.training.tf import trainer as trainer_module
 
     def changed_stream(*args):
         yield ["a", "b"]
