@@ -68,6 +68,27 @@ def training_bytes(kwargs, vocabulary_size, batch_size, unroll_steps, optimizer,
     return FLOAT_BYTES * (weights * copies + 2 * tokens * per_token)
 
 
+def check_step_fits(config, vocabulary_size, rows):
+    """One line, before the model exists, when a training step of `rows` rows per replica
+    (weights, gradients, optimizer slots, activations) cannot fit the machine's memory.
+
+    Args:
+        config: `elmo_keras.training.configs.TrainingConfig`.
+        vocabulary_size: int. Words of the softmax.
+        rows: int. The batch rows of one replica.
+    """
+    needed = training_bytes(
+        config.bilm_kwargs,
+        vocabulary_size,
+        rows,
+        config.unroll_steps,
+        config.optimizer,
+        config.samples,
+    )
+    where = f"the training configuration (batch {rows} x {config.unroll_steps} per replica"
+    check_fits(needed, "a training step", f"{where}, {vocabulary_size:,} words)")
+
+
 def available_bytes():
     """The memory this process could still allocate: the host's available memory, or the
     accelerator's when a JAX accelerator is in use and larger; None when unknown."""

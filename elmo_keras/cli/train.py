@@ -1,12 +1,12 @@
 """`elmo-keras train`: pretrain a biLM on text (one device, several GPUs, several machines),
 from scratch or from a trained biLM (`--init-from`), and resume it.
 
-The flags are those of `elmo_keras.training.run.training_run.SETTINGS` (each setting's flag, help
-and check are written there once), plus `--init-options`/`--init-weights` (a pair of published
+The flags are those of the fields of `elmo_keras.training.run.training_run.TrainingRun` (each
+setting's flag, help and check are written there once, and checked once, when the
+`TrainingRun` is made), plus `--init-options`/`--init-weights` (a pair of published
 files for `init_from`) and `--backend` (which trainer runs).
 """
 
-import argparse
 import pathlib
 import sys
 
@@ -44,7 +44,7 @@ def add_parser(subparsers):
 
 
 def _training_run(args):
-    """The command line's `TrainingRun` (the flags of `training_run.SETTINGS`, and the pair of
+    """The command line's `TrainingRun` (the flags of its fields, and the pair of
     published files that `--init-options` and `--init-weights` make)."""
     if (args.init_options is None) != (args.init_weights is None):
         raise CommandError("--init-options and --init-weights go together (the published files)")
@@ -151,7 +151,8 @@ def _has_gpu():
 
 
 def _add_settings(parser):
-    """Adds a flag for every setting that has one, its help ending with its default."""
+    """Adds a flag for every setting that has one, its help ending with its default. The
+    values are checked once, when `_from_arguments` makes the `TrainingRun`."""
     for s in SETTINGS:
         if s.flag is None:
             continue
@@ -160,11 +161,11 @@ def _add_settings(parser):
             continue
         metavar = s.metavar or s.flag.removeprefix("--").replace("-", "_").upper()
         kwargs = {"help": s.help + _default_text(s), "metavar": None if s.choices else metavar}
-        kwargs["type"] = _TYPES.get(s.kind)
+        kwargs["type"] = s.parse
         if s.required and not s.resumable:  # never None: the flag is required
             kwargs["required"] = True
         if s.choices:
-            kwargs["choices"] = [c for c in s.choices if c is not None]
+            kwargs["choices"] = list(s.choices)
         parser.add_argument(s.flag, dest=s.name, **kwargs)
 
 
@@ -191,25 +192,3 @@ def _from_arguments(args, **given):
         if s.required:
             values.setdefault(s.name, None)
     return TrainingRun(**values)
-
-
-def _flag_type(parse, valid, expected):
-    """An argparse `type`: `parse(text)` if it gives a valid value, else one clear error."""
-
-    def convert(text):
-        try:
-            value = parse(text)
-        except ValueError:
-            value = None
-        if value is None or not valid(value):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
-
-    return convert
-
-
-_TYPES = {
-    "int": _flag_type(int, lambda v: v >= 1, "a positive integer"),
-    "count": _flag_type(int, lambda v: v >= 0, "an integer >= 0"),
-    "number": _flag_type(float, lambda v: 0 < v < float("inf"), "a positive number"),
-}

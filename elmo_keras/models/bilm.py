@@ -307,8 +307,13 @@ class BiLM(keras.Model):
     @classmethod
     def from_options(cls, options, source="options", **kwargs):
         """The architecture of a bilm-tf options dict (no weights); `source` names it in errors.
-        Weights too large for the machine: one `NotEnoughMemory` line, before any allocation."""
-        bilm_kwargs = options_to_bilm_kwargs(options, source)
+        Weights too large for the machine: one `NotEnoughMemory` line, before any allocation.
+
+        `options` may also be a parsed training configuration (its `bilm_kwargs`, checked
+        once when it was parsed: `elmo_keras.training.configs.TrainingConfig`)."""
+        bilm_kwargs = getattr(options, "bilm_kwargs", None)
+        if bilm_kwargs is None:
+            bilm_kwargs = options_to_bilm_kwargs(options, source)
         check_fits(FLOAT_BYTES * bilm_parameters(bilm_kwargs), "its weights", source)
         return cls(**bilm_kwargs, **kwargs)
 

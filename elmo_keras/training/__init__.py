@@ -6,13 +6,15 @@ TensorFlow or JAX, as the backend is) on first use. Public entry points: `train`
 `get_config`, `CONFIGS`, `wikitext2`, `build_vocabulary`, `evaluate_model`, `save_language_model`,
 `load_language_model`, `unigram_perplexity`.
 
-The modules, grouped by what they are: `run` (the run: its settings, where its weights start,
-its folder and lock, the plan of a new, started or resumed run), `feed` (text to sentences to
+The modules, grouped by what they are: `run` (the run: its settings, their checks, its saved
+record, where its weights start, its folder and lock, the plan of a new, started or resumed
+run), `feed` (text to sentences to
 batches), `tf` (the TensorFlow trainer), `jax` (the JAX trainer), `common` (what both trainers
 use: the loop, the steps' arithmetic, checkpoints, metrics, evaluation, devices). Here:
 `backends` (a Keras backend's trainer, evaluation step and checkpoint format), `configs` (model
 configurations), `datasets` (WikiText-2), `baselines`, `model_files` (the written model) and
-`pipeline` (end to end).
+`pipeline` (end to end). A run's settings are one `run.training_run.TrainingRun`, its saved
+record one `run.run_record.RunRecord`, its configuration one `configs.TrainingConfig`.
 """
 
 from elmo_keras.training.configs import CONFIGS, get_config

@@ -9,6 +9,7 @@ are checked by `elmo_keras.options.options_to_bilm_kwargs`, the training keys he
 """
 
 import copy
+import dataclasses
 import json
 import os
 
@@ -105,24 +106,32 @@ def get_config(name_or_path):
     A JSON file holds bilm-tf's options keys; missing training keys take the defaults above
     (bilm-tf's values). Returns a new dict.
     """
+    config = _read(name_or_path)
+    return config if _named(name_or_path) else normalize_config(config)
+
+
+def _named(name_or_path):
+    return not isinstance(name_or_path, dict) and name_or_path in CONFIGS
+
+
+def _read(name_or_path):
+    """A copy of a named configuration, of a dict, or a JSON file's, as it is (not checked)."""
     if isinstance(name_or_path, dict):
-        config = copy.deepcopy(name_or_path)
-    elif name_or_path in CONFIGS:
+        return copy.deepcopy(name_or_path)
+    if _named(name_or_path):
         return copy.deepcopy(CONFIGS[name_or_path])
-    elif isinstance(name_or_path, str | os.PathLike) and os.path.isfile(name_or_path):
+    if isinstance(name_or_path, str | os.PathLike) and os.path.isfile(name_or_path):
         with open(name_or_path, encoding="utf-8") as f:
             try:
-                config = json.load(f)
+                return json.load(f)
             except json.JSONDecodeError as error:
                 raise ValueError(
                     f"`config` file {name_or_path} is not valid JSON: {error}"
                 ) from None
-    else:
-        raise ValueError(
-            f"`config` must be one of {sorted(CONFIGS)} or a JSON file of bilm-tf options. "
-            f"Received: config={name_or_path!r}"
-        )
-    return normalize_config(config)
+    raise ValueError(
+        f"`config` must be one of {sorted(CONFIGS)} or a JSON file of bilm-tf options. "
+        f"Received: config={name_or_path!r}"
+    )
 
 
 _LSTM_DEFAULTS = {"n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True}
@@ -156,6 +165,11 @@ def _check_training_keys(config):
 
 def normalize_config(config):
     """Fills the defaults of a bilm-tf options dict and checks every key; returns a new dict."""
+    return _normalized(config)[0]
+
+
+def _normalized(config):
+    """`normalize_config`'s dict, and the `BiLM` arguments of its architecture."""
     if not isinstance(config, dict) or "lstm" not in config or "char_cnn" not in config:
         raise ValueError(
             "A configuration must be a dict with the bilm-tf keys `lstm` and `char_cnn`. "
@@ -169,14 +183,83 @@ def normalize_config(config):
     cnn = out["char_cnn"]
     if isinstance(cnn, dict) and cnn.get("n_characters") == N_CHARACTERS - 1:
         out["char_cnn"]["n_characters"] = N_CHARACTERS  # bilm-tf's training count
-    options_to_bilm_kwargs(architecture_options(out), source="the training configuration")
+    kwargs = options_to_bilm_kwargs(architecture_options(out), "the training configuration")
     _check_training_keys(out)
-    return out
+    return out, kwargs
 
 
 def architecture_options(config):
     """The architecture part of a configuration: what `options.json` holds for inference."""
     return {"lstm": copy.deepcopy(config["lstm"]), "char_cnn": copy.deepcopy(config["char_cnn"])}
+
+
+_TRAINING_KEYS = tuple(_TRAINING_DEFAULTS)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """A training configuration, parsed and checked once (`parse`); what the trainers, the
+    memory check and `BiLM.from_options` take. `to_options()` is bilm-tf's options dict.
+
+    Attributes:
+        architecture: dict. `lstm` and `char_cnn`, every key spelled out (`options.json`).
+        bilm_kwargs: dict. The `BiLM` constructor's arguments of that architecture.
+        dropout, unroll_steps, batch_size, n_negative_samples_batch, all_clip_norm_val,
+            learning_rate, optimizer, n_epochs, bidirectional: the training keys.
+        n_tokens_vocab: int or None. The vocabulary's size, once known.
+        other: dict. Any other key of the options, written back as it was.
+    """
+
+    architecture: dict
+    bilm_kwargs: dict
+    bidirectional: bool
+    dropout: float
+    unroll_steps: int
+    batch_size: int
+    n_negative_samples_batch: int | None
+    all_clip_norm_val: float | None
+    learning_rate: float
+    optimizer: str
+    n_epochs: int
+    n_tokens_vocab: int | None = None
+    other: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, config):
+        """The `TrainingConfig` of a name, a JSON file or an options dict (`get_config`); a
+        `TrainingConfig` is returned as it is."""
+        if isinstance(config, TrainingConfig):
+            return config
+        options, kwargs = _normalized(_read(config))
+        architecture = architecture_options(options)
+        known = {"lstm", "char_cnn", "n_tokens_vocab", *_TRAINING_KEYS}
+        return cls(
+            architecture,
+            kwargs,
+            **{key: options[key] for key in _TRAINING_KEYS},
+            n_tokens_vocab=options.get("n_tokens_vocab"),
+            other={key: value for key, value in options.items() if key not in known},
+        )
+
+    def replace(self, **changes):
+        """A copy with other training keys (checked), e.g. `replace(batch_size=64)`."""
+        config = dataclasses.replace(self, **changes)
+        _check_training_keys(config.to_options())
+        return config
+
+    @property
+    def samples(self):
+        """Sampled-softmax candidates (0: the full softmax)."""
+        return int(self.n_negative_samples_batch or 0)
+
+    def to_options(self):
+        """bilm-tf's options dict of this configuration (a new dict)."""
+        options = {key: getattr(self, key) for key in _TRAINING_KEYS}
+        options.update(copy.deepcopy(self.architecture))
+        options.update(copy.deepcopy(self.other))
+        if self.n_tokens_vocab is not None:
+            options["n_tokens_vocab"] = self.n_tokens_vocab
+        return options
 
 
 def __getattr__(name):

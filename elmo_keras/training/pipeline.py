@@ -1,7 +1,7 @@
 """End-to-end pretraining: text files -> vocabulary -> trained biLM -> published weight files.
 
 `train(TrainingRun(...))` runs it: a new run, one that starts from a trained biLM
-(`init_from`), or a resumed one (`settings.plan_run` resolves which). `export_checkpoint` writes
+(`init_from`), or a resumed one (`run_plan.plan_run` resolves which). `export_checkpoint` writes
 any kept checkpoint of a run in the same layout; `quickstart` is the README's WikiText-2 demo.
 """
 
@@ -19,11 +19,10 @@ from elmo_keras.training.run.run_folder import (
     LOCK_FILE,
     checkpoint_written,
     find_checkpoint,
-    load_run,
     lock_run,
-    save_run,
 )
-from elmo_keras.training.run.training_run import TrainingRun, legacy_training_run
+from elmo_keras.training.run.run_record import RunRecord
+from elmo_keras.training.run.training_run import TrainingRun
 
 
 def train(run=None, *args, callbacks=None, **kwargs):
@@ -36,14 +35,12 @@ def train(run=None, *args, callbacks=None, **kwargs):
 
     With `run.init_from` the weights start from a trained biLM (`init_source`); with
     `run.resume` the run goes on from its newest readable checkpoint, and settings that differ
-    from the saved ones are refused unless `run.override` (`settings`). A failed write of a
+    from the saved ones are refused unless `run.override` (`run_plan`). A failed write of a
     checkpoint or of the model files raises `checkpoints.CheckpointWriteError` (an `OSError`)
     whose one-line message names the checkpoint to resume from.
 
-    The old form, `train(train, output_dir, config=..., steps=..., ...)` with the names of
-    `TrainingRun`'s fields (and `train`, `valid`, `vocab`, `tokenization` for `train_files`,
-    `valid_files`, `vocab_file`, `tokenization_mode`), still works and warns
-    (`DeprecationWarning`).
+    The settings are one `TrainingRun` (checked when it is made); the old positional form,
+    `train(train, output_dir, ...)`, is a `TypeError` saying so.
 
     Args:
         run: `TrainingRun`. The settings.
@@ -63,12 +60,15 @@ def train(run=None, *args, callbacks=None, **kwargs):
     from elmo_keras.training.run.init_source import describe
 
     if not isinstance(run, TrainingRun) or args or kwargs:
-        run = legacy_training_run(args if run is None else (run, *args), kwargs)
+        raise TypeError(
+            "train() takes one `TrainingRun`: train(TrainingRun(train_files=..., "
+            f"output_dir=..., ...)). Received: {_call_text(run, args, kwargs)}"
+        )
     with contextlib.ExitStack() as held:
         trainer, plan = _start(run, held)
-        run, record = plan.run, plan.settings["init_from"]
+        run, record = plan.run, plan.record.init_from
         summary = {
-            "train": _fit(trainer, run, callbacks),
+            "train": trainer.fit_run(run, callbacks),
             "output_dir": str(run.output_dir),
             "init_from": record,
             "started_from": None if record is None else describe(record),
@@ -115,7 +115,7 @@ def _start(run, held):
     plan = plan_run(run)
     run = plan.run
     trainer = _make_trainer(plan)
-    trainer.data_start_step = plan.settings["data_start_step"]
+    trainer.data_start_step = plan.record.data_start_step
     if chief and not trainer.is_chief:
         locked.close()  # the joined processes said otherwise: the chief holds the folder
     elif trainer.is_chief and not chief:
@@ -128,12 +128,12 @@ def _start(run, held):
         if plan.changes:
             _apply_overrides(trainer, plan, output_dir)
         elif plan.settings_changed and trainer.is_chief:  # a new `log_every`, kept from now on
-            save_run(output_dir, plan.settings, plan.vocabulary)
+            plan.record.write(output_dir, plan.vocabulary)
     else:
         if plan.source is not None:
             plan.source.initialize(trainer.model)
         if trainer.is_chief:
-            save_run(output_dir, plan.settings, plan.vocabulary)
+            plan.record.write(output_dir, plan.vocabulary)
     if run.verbose and trainer.is_chief:
         _announce(trainer, restored, plan)
     return trainer, plan
@@ -142,11 +142,11 @@ def _start(run, held):
 def _apply_overrides(trainer, plan, output_dir):
     """A resumed run's overrides: the learning rate (the checkpoint restored the old one), the
     data's new start, and their record in training_config.json."""
-    trainer.optimizer.learning_rate = float(plan.config["learning_rate"])
+    trainer.optimizer.learning_rate = float(plan.config.learning_rate)
     plan.record_overrides(trainer.global_step)
-    trainer.data_start_step = plan.settings["data_start_step"]
+    trainer.data_start_step = plan.record.data_start_step
     if trainer.is_chief:
-        save_run(output_dir, plan.settings, plan.vocabulary)
+        plan.record.write(output_dir, plan.vocabulary)
         print(
             f"resume: applied at step {trainer.global_step}: {plan.describe_changes()}",
             file=sys.stderr,
@@ -154,27 +154,17 @@ def _apply_overrides(trainer, plan, output_dir):
         )
 
 
-def _fit(trainer, run, callbacks):
-    return trainer.fit(
-        run.train_files,
-        steps=run.steps,
-        epochs=run.epochs,
-        output_dir=run.output_dir,
-        checkpoint_every=run.checkpoint_every,
-        keep_checkpoints=run.keep_checkpoints,
-        time_budget_s=run.time_budget_s,
-        log_every=run.log_every,
-        tokenization_mode=run.tokenization_mode,
-        shuffle_buffer=run.shuffle_buffer,
-        progress=run.progress,
-        callbacks=callbacks,
-    )
+def _call_text(run, args, kwargs):
+    """What a `train(...)` call that is not `train(TrainingRun(...))` passed, in short."""
+    given = [type(value).__name__ for value in (run, *args) if value is not None]
+    given += [f"{name}=" for name in kwargs]
+    return f"train({', '.join(given)})"
 
 
 def _announce(trainer, restored, plan):
     from elmo_keras.training.run.init_source import describe
 
-    record = plan.settings["init_from"]
+    record = plan.record.init_from
     print(
         f"training on {trainer.replicas} replica(s), global batch {trainer.batch_size} x "
         f"{trainer.unroll_steps} tokens, {trainer.placement}"
@@ -229,11 +219,10 @@ def export_checkpoint(run_dir, output_dir, checkpoint=None):
 
 def _export_checkpoint(run_dir, output_dir, checkpoint):
     from elmo_keras.training.common.finite import check_weights
-    from elmo_keras.training.configs import normalize_config
     from elmo_keras.training.model_files import save_language_model
 
-    saved, vocabulary = load_run(run_dir)
-    config = normalize_config(saved["config"])
+    saved, vocabulary = RunRecord.read(run_dir)
+    config = saved.config
     for attempt in range(_RACES):
         prefix = find_checkpoint(run_dir, checkpoint)
         try:
@@ -263,7 +252,7 @@ def _checkpoint_model(checkpoint, config, vocabulary, saved):
     from elmo_keras.training.backends import prefix_backend
 
     backend = prefix_backend(checkpoint)
-    return backend.read_model(checkpoint, config, len(vocabulary), saved["seed"])
+    return backend.read_model(checkpoint, config, len(vocabulary), saved.seed)
 
 
 def _test_prefix(test_path, max_tokens, destination):

@@ -178,8 +178,10 @@ def test_outputs_get_the_usual_permissions(umask_022, tmp_path, onnx_model, kera
 
     from elmo_keras.models.language_model import LanguageModel
     from elmo_keras.text.vocabulary import Vocabulary
+    from elmo_keras.training.configs import TrainingConfig
     from elmo_keras.training.model_files import MODEL_FILES, save_language_model
-    from elmo_keras.training.run.run_folder import CONFIG_FILE, lock_run, save_run
+    from elmo_keras.training.run.run_folder import CONFIG_FILE, lock_run
+    from elmo_keras.training.run.run_record import RunRecord
 
     vocabulary = Vocabulary(["<S>", "</S>", "<UNK>", "the", "bank"])
     model = LanguageModel(keras_bilm, len(vocabulary), 0)
@@ -190,6 +192,12 @@ def test_outputs_get_the_usual_permissions(umask_022, tmp_path, onnx_model, kera
     assert sorted(p.name for p in (tmp_path / "snapshot").iterdir()) == sorted(MODEL_FILES)
     assert {_mode(tmp_path / "snapshot" / name) for name in MODEL_FILES} == {0o644}
     with lock_run(tmp_path / "run"):
-        save_run(tmp_path / "run", {"train": "t.txt"}, vocabulary)
+        record = RunRecord(
+            config=TrainingConfig.parse("tiny"),
+            seed=0,
+            tokenization_mode="whitespace",
+            train="t.txt",
+        )
+        record.write(tmp_path / "run", vocabulary)
     assert {_mode(p) for p in (tmp_path / "run").iterdir()} == {0o644}
     assert CONFIG_FILE in {p.name for p in (tmp_path / "run").iterdir()}

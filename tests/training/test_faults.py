@@ -332,11 +332,11 @@ def test_a_diverged_run_stops_with_one_line_and_publishes_nothing_nan(
     assert kept_checkpoints(checkpoints)[0] == str(checkpoints / "ckpt-8")
     assert _same_model(run_copy, reference / "run")
 
-    from elmo_keras.training.run.run_folder import load_run
+    from elmo_keras.training.run.run_record import RunRecord
     from elmo_keras.training.tf.trainer import Trainer
 
-    saved, vocabulary = load_run(run_copy)
-    trainer = Trainer(saved["config"], vocabulary, seed=1)
+    saved, vocabulary = RunRecord.read(run_copy)
+    trainer = Trainer(saved.config, vocabulary, seed=1)
     trainer.restore(checkpoints)
     kernel = trainer.model.softmax_kernel
     kernel.assign(tf.tensor_scatter_nd_update(kernel, [[3, 0]], [float("nan")]))

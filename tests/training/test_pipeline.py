@@ -1,5 +1,6 @@
 """The pieces around the trainer: `TrainingRun`, the run folder, softmax files, stop requests."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -11,9 +12,10 @@ import pytest
 
 from elmo_keras.text.vocabulary import Vocabulary
 from elmo_keras.training.common.stopping import STOP_REASONS, StopRequests, stop_reason
-from elmo_keras.training.configs import get_config
-from elmo_keras.training.run.run_folder import CONFIG_FILE, find_checkpoint, load_run, save_run
-from elmo_keras.training.run.training_run import NEW_RUN_DEFAULTS, TrainingRun, legacy_training_run
+from elmo_keras.training.configs import TrainingConfig
+from elmo_keras.training.run.run_folder import CONFIG_FILE, find_checkpoint
+from elmo_keras.training.run.run_record import RunRecord
+from elmo_keras.training.run.training_run import NEW_RUN_DEFAULTS, TrainingRun
 
 
 @pytest.mark.parametrize(
@@ -70,80 +72,74 @@ def test_training_run_defaults():
     assert TrainingRun(None, "run", steps=3, resume=True, override=True).train_files is None
 
 
-def test_old_train_arguments_still_work():
-    with pytest.deprecated_call(match=r"TrainingRun\(train_files="):
-        run = legacy_training_run(
-            ("a.txt", "run", "tiny"),
-            {
-                "valid": "v.txt",
-                "vocab": "vocab.txt",
-                "steps": 3,
-                "tokenization": "punctuation",
-                "verbose": False,
-            },
-        )
-    assert run == TrainingRun(
-        "a.txt",
-        "run",
-        "tiny",
-        valid_files="v.txt",
-        vocab_file="vocab.txt",
-        steps=3,
-        tokenization_mode="punctuation",
-        verbose=False,
-    )
-    with pytest.raises(TypeError, match="unexpected keyword argument 'stepz'"):
-        legacy_training_run(("a.txt", "run"), {"stepz": 3})
-    with pytest.raises(TypeError, match="multiple values for argument 'train'"):
-        legacy_training_run(("a.txt", "run"), {"train": "b.txt", "steps": 3})
-
-
-def test_train_old_form_warns_then_checks():
-    """`train(train, output_dir, ...)` builds a `TrainingRun` (checked before any work)."""
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("a.txt", "run"), {"config": "tiny", "steps": 3}),  # 0.3's 28-argument form
+        ((), {"train": "a.txt", "output_dir": "run", "steps": 3}),
+        ((TrainingRun("a.txt", "run", steps=3), "extra"), {}),
+    ],
+)
+def test_train_takes_one_training_run(args, kwargs):
+    """The old positional `train(train, output_dir, ...)` is one `TypeError` naming
+    `TrainingRun`, before anything is read or written."""
     from elmo_keras.training.pipeline import train
 
-    with pytest.deprecated_call():
-        with pytest.raises(ValueError, match="`steps` must be an integer >= 1"):
-            train("a.txt", "run", config="tiny", steps=0)
+    with pytest.raises(TypeError, match=r"train\(\) takes one `TrainingRun`: train\(TrainingRun"):
+        train(*args, **kwargs)
+
+
+def test_training_run_fields_are_typed():
+    """A plain frozen dataclass: every field has a type of its own (not `object`) and its
+    setting's metadata; the docstring lists every field."""
+    fields = dataclasses.fields(TrainingRun)
+    assert len(fields) == 34
+    assert all(f.type != "object" and "setting" in f.metadata for f in fields)
+    assert {f.name: f.type for f in fields}["steps"] == "int | None"
+    assert all(f"    {f.name}: " in TrainingRun.__doc__ for f in fields)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TrainingRun("a.txt", "run", steps=3).steps = 4
 
 
 def test_run_folder_round_trip(tmp_path):
     vocabulary = Vocabulary(["<S>", "</S>", "<UNK>", "the"])
-    written = {
-        "config": get_config("tiny"),
-        "seed": 7,
-        "tokenization_mode": "punctuation",
-        "carry_state": False,
-        "train": ["a.txt"],
-        "min_count": 2,
-        "init_from": {"kind": "preset", "source": "tiny"},
-        "new_vocab": False,
-        "freeze_bilm_steps": 3,
-        "data_start_step": 0,
-        "overrides": [],
-        "train_fingerprint": [{"path": "/data/a.txt", "size": 10, "sha256": "ab" * 32}],
-        "vocab_sha256": "cd" * 32,
-        "shuffle_buffer": 0,
-        "log_every": 5,
-    }
-    save_run(tmp_path, written, vocabulary)
-    settings, loaded = load_run(tmp_path)
+    written = RunRecord(
+        config=TrainingConfig.parse("tiny"),
+        seed=7,
+        tokenization_mode="punctuation",
+        carry_state=False,
+        train=["a.txt"],
+        min_count=2,
+        init_from={"kind": "preset", "source": "tiny"},
+        freeze_bilm_steps=3,
+        overrides=({"step": 4, "seed": {"saved": 7, "given": 8}},),
+        train_fingerprint=[{"path": "/data/a.txt", "size": 10, "sha256": "ab" * 32}],
+        vocab_sha256="cd" * 32,
+        log_every=5,
+    )
+    written.write(tmp_path, vocabulary)
+    record, loaded = RunRecord.read(tmp_path)
     assert loaded == vocabulary
-    assert settings == written
-    # A folder written by 0.2 holds only the first five keys, and before the rename
+    assert record == written
+    saved = json.loads((tmp_path / CONFIG_FILE).read_text())
+    assert (
+        saved["version"] == 4 and saved["train"] == ["a.txt"] and saved["overrides"][0]["step"] == 4
+    )
+    # A folder written by 0.1 holds only the first five keys, and before the rename
     # `tokenization`: the others take the values such a run had.
-    old = {key: written[key] for key in ("config", "seed", "carry_state", "train")}
+    old = {key: saved[key] for key in ("config", "seed", "carry_state", "train")}
     old["tokenization"] = "punctuation"
     (tmp_path / CONFIG_FILE).write_text(json.dumps(old))
-    settings = load_run(tmp_path)[0]
-    assert settings["tokenization_mode"] == "punctuation" and settings["init_from"] is None
-    assert (settings["freeze_bilm_steps"], settings["data_start_step"]) == (0, 0)
-    assert settings["shuffle_buffer"] == 10000  # what such a run streamed through
-    assert settings["log_every"] == 50  # the default before it was saved
-    save_run(tmp_path, {**written, "train": pathlib.Path("a.txt")}, vocabulary)  # a path too
-    assert load_run(tmp_path)[0]["train"] == "a.txt"
+    record = RunRecord.read(tmp_path)[0]
+    assert record.tokenization_mode == "punctuation" and record.init_from is None
+    assert (record.freeze_bilm_steps, record.data_start_step) == (0, 0)
+    assert record.shuffle_buffer == 10000  # what such a run streamed through
+    assert record.log_every == 50  # the default before it was saved
+    assert record.min_count is None  # not recorded
+    dataclasses.replace(written, train=pathlib.Path("a.txt")).write(tmp_path, vocabulary)
+    assert RunRecord.read(tmp_path)[0].train == "a.txt"  # a path too
     with pytest.raises(ValueError, match="must be the folder of an `elmo-keras train` run"):
-        load_run(tmp_path / "elsewhere")
+        RunRecord.read(tmp_path / "elsewhere")
     with pytest.raises(ValueError, match="No checkpoint in"):
         find_checkpoint(tmp_path)
     (tmp_path / "checkpoints").mkdir()

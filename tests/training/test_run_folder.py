@@ -135,7 +135,7 @@ def test_the_shuffle_is_saved_with_the_run_and_kept_on_resume(tmp_path, capsys):
     assert main([*resume, "--steps", "3", "--shuffle-buffer", "50", "--override"]) == 0
     saved = json.loads(config.read_text())
     assert saved["shuffle_buffer"] == 50 and saved["data_start_step"] == 2
-    del saved["shuffle_buffer"]
+    del saved["shuffle_buffer"], saved["version"]  # as a folder of 0.3 (no version) was
     config.write_text(json.dumps(saved))
     capsys.readouterr()
     assert main([*resume, "--steps", "4", "--shuffle-buffer", "50"]) == 2
@@ -160,14 +160,15 @@ def test_a_bad_saved_configuration_names_the_file_and_the_run(tmp_path, capsys):
     ("`batch_size` must be ..."); now the file and the saved run are named, for every command
     that reads the run (here `snapshot`; `train --resume` reads it the same way)."""
     from elmo_keras.text.vocabulary import Vocabulary
-    from elmo_keras.training.configs import get_config
-    from elmo_keras.training.run.run_folder import save_run
+    from elmo_keras.training.configs import TrainingConfig
+    from elmo_keras.training.run.run_record import CONFIG_FILE, RunRecord
 
-    config = get_config("tiny")
-    config["batch_size"] = -1
-    settings = {"config": config, "seed": 0, "tokenization_mode": "whitespace"}
-    settings |= {"carry_state": True, "train": DATA}
-    save_run(tmp_path / "run", settings, Vocabulary(["<S>", "</S>", "<UNK>", "the"]))
+    config = TrainingConfig.parse("tiny")
+    record = RunRecord(config=config, seed=0, tokenization_mode="whitespace", train=DATA)
+    record.write(tmp_path / "run", Vocabulary(["<S>", "</S>", "<UNK>", "the"]))
+    saved = json.loads((tmp_path / "run" / CONFIG_FILE).read_text())
+    saved["config"]["batch_size"] = -1
+    (tmp_path / "run" / CONFIG_FILE).write_text(json.dumps(saved))
     assert main(["snapshot", "--run", str(tmp_path / "run"), "--output", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(

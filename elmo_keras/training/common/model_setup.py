@@ -10,13 +10,13 @@ import keras
 
 from elmo_keras.models.bilm import BiLM
 from elmo_keras.models.language_model import LanguageModel
-from elmo_keras.training.configs import architecture_options
+from elmo_keras.training.configs import TrainingConfig
 
 
 def make_optimizer(config):
     """bilm-tf's Adagrad (accumulators start at 1.0) or Adam, at the configuration's rate."""
-    lr = float(config["learning_rate"])
-    if config["optimizer"] == "adagrad":
+    lr = float(config.learning_rate)
+    if config.optimizer == "adagrad":
         return keras.optimizers.Adagrad(learning_rate=lr, initial_accumulator_value=1.0)
     return keras.optimizers.Adam(learning_rate=lr)
 
@@ -47,21 +47,21 @@ def seed_everything(seed):
 
 
 def make_language_model(config, vocabulary_size, seed=0, mixed_precision=None):
-    """A built `LanguageModel` for a normalized configuration, its weights seeded by `seed`.
+    """A built `LanguageModel` for a training configuration, its weights seeded by `seed`.
 
     Args:
-        config: dict. A normalized training configuration.
+        config: `TrainingConfig` (or what `TrainingConfig.parse` takes).
         vocabulary_size: int. Words of the softmax.
         seed: int. Seeds the initial weights (`keras.utils.set_random_seed`).
         mixed_precision: None or `"bfloat16"`: the biLM computes in bfloat16, its variables and
             the softmax stay float32.
     """
-    kwargs = {"dropout": float(config.get("dropout", 0.0))}
+    config = TrainingConfig.parse(config)
+    kwargs = {"dropout": float(config.dropout)}
     if mixed_precision:
         kwargs["dtype"] = "mixed_bfloat16"
-    samples = int(config.get("n_negative_samples_batch") or 0)
     seed_everything(int(seed))
-    bilm = BiLM.from_options(architecture_options(config), "the training configuration", **kwargs)
-    model = LanguageModel(bilm, vocabulary_size, samples)
+    bilm = BiLM.from_options(config, "the training configuration", **kwargs)
+    model = LanguageModel(bilm, vocabulary_size, config.samples)
     model.build()
     return model

@@ -14,8 +14,7 @@ import functools
 import pathlib
 import sys
 
-from elmo_keras.memory import check_fits, training_bytes
-from elmo_keras.options import options_to_bilm_kwargs
+from elmo_keras.memory import check_step_fits
 from elmo_keras.training.common.callbacks import TrainingCallbacks
 from elmo_keras.training.common.checkpoints import (
     CheckpointWriteError,
@@ -27,7 +26,7 @@ from elmo_keras.training.common.event_file import EventFileError
 from elmo_keras.training.common.finite import check_step, check_weights
 from elmo_keras.training.common.metrics import MetricsLogger
 from elmo_keras.training.common.stopping import StopRequests, stop_reason
-from elmo_keras.training.configs import architecture_options, normalize_config
+from elmo_keras.training.configs import TrainingConfig
 from elmo_keras.training.feed.data import SentenceStream, expand_files
 from elmo_keras.training.feed.tokenization import TOKENIZATION_RENAMED, no_other_arguments
 from elmo_keras.training.feed.windows import WindowPacker
@@ -37,24 +36,22 @@ from elmo_keras.training.run.training_run import check_setting
 from elmo_keras.validation import check_int, renamed_argument
 
 
-def check_fit_arguments(
-    steps, epochs, time_budget_s, checkpoint_every, keep, log_every, shuffle_buffer
-):
-    """The checks of `fit`'s arguments: those of the same `TrainingRun` settings (where a
-    `TrainingRun` takes None for "the saved value", `fit` needs the value itself)."""
-    values = {
-        "steps": steps,
-        "epochs": epochs,
-        "time_budget_s": time_budget_s,
-        "checkpoint_every": checkpoint_every,
-        "keep_checkpoints": keep,
-        "log_every": log_every,
-    }
-    for name, value in values.items():
+def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every, shuffle):
+    """The checks of `fit`'s own arguments (a `TrainingRun` was checked when it was made): those
+    of the same settings (where a `TrainingRun` takes None for "the saved value", `fit` needs
+    the value itself)."""
+    for name, value in (
+        ("steps", steps),
+        ("epochs", epochs),
+        ("time_budget_s", time_budget_s),
+        ("checkpoint_every", checkpoint_every),
+        ("keep_checkpoints", keep),
+        ("log_every", log_every),
+    ):
         check_setting(name, value)
     if steps is None and epochs is None and time_budget_s is None:
         raise SettingError("give {steps}, {epochs} or {time_budget_s} (when the run ends)")
-    check_int("shuffle_buffer", shuffle_buffer, minimum=0)
+    check_int("shuffle_buffer", shuffle, minimum=0)
 
 
 @dataclasses.dataclass
@@ -78,7 +75,8 @@ class TrainerBase(abc.ABC):
     `step - data_start_step` batches (a resumed run that switched data starts it afresh).
 
     Args:
-        config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
+        config: `TrainingConfig`, or what `TrainingConfig.parse` takes (a name, a JSON file or
+            an options dict).
         vocabulary: `Vocabulary`. Sorted by frequency (sampled softmax).
         replicas: int. The devices the global batch is split over.
         seed: int. Seeds the weights, the candidate sampler and the data order.
@@ -102,16 +100,15 @@ class TrainerBase(abc.ABC):
         freeze_bilm_steps=0,
         tf32=False,
     ):
-        self.config = normalize_config(config)
+        self.config = TrainingConfig.parse(config).replace(n_tokens_vocab=len(vocabulary))
         self.vocabulary = vocabulary
-        self.config["n_tokens_vocab"] = len(vocabulary)
         self.seed = int(seed)
         self.carry_state = bool(carry_state)
         self.mixed_precision = check_setting("mixed_precision", mixed_precision)
         self.freeze_bilm_steps = check_setting("freeze_bilm_steps", freeze_bilm_steps) or 0
         self.tf32 = check_setting("tf32", tf32)
         self.data_start_step = 0
-        self.batch_size = int(self.config["batch_size"])
+        self.batch_size = self.config.batch_size
         if self.batch_size % replicas:
             raise ValueError(
                 f"`batch_size` must be a multiple of the number of replicas ({replicas}). "
@@ -119,10 +116,10 @@ class TrainerBase(abc.ABC):
             )
         self.replicas = replicas
         self.per_replica_batch = self.batch_size // replicas
-        self.unroll_steps = int(self.config["unroll_steps"])
+        self.unroll_steps = self.config.unroll_steps
         check_step_fits(self.config, len(vocabulary), self.per_replica_batch)
-        self.max_chars = int(self.config["char_cnn"]["max_characters_per_token"])
-        self.clip_norm = float(self.config.get("all_clip_norm_val") or 0.0)
+        self.max_chars = self.config.bilm_kwargs["max_characters_per_token"]
+        self.clip_norm = float(self.config.all_clip_norm_val or 0.0)
 
     @property
     def bilm(self):
@@ -234,14 +231,28 @@ class TrainerBase(abc.ABC):
         )
         no_other_arguments(kwargs, "Trainer.fit")
         check_fit_arguments(
-            steps,
-            epochs,
-            time_budget_s,
-            checkpoint_every,
-            keep_checkpoints,
-            log_every,
+            steps, epochs, time_budget_s, checkpoint_every, keep_checkpoints, log_every,
             shuffle_buffer,
-        )
+        )  # fmt: skip
+        return self._fit(
+            train, steps, epochs, output_dir, checkpoint_every, keep_checkpoints, time_budget_s,
+            log_every, tokenization_mode, shuffle_buffer, progress, on_step, handle_signals,
+            callbacks,
+        )  # fmt: skip
+
+    def fit_run(self, run, callbacks=None):
+        """`fit` with the settings of a planned `TrainingRun` (checked when it was made)."""
+        return self._fit(
+            run.train_files, run.steps, run.epochs, run.output_dir, run.checkpoint_every,
+            run.keep_checkpoints, run.time_budget_s, run.log_every, run.tokenization_mode,
+            run.shuffle_buffer, run.progress, None, True, callbacks,
+        )  # fmt: skip
+
+    def _fit(
+        self, train, steps, epochs, output_dir, checkpoint_every, keep_checkpoints,
+        time_budget_s, log_every, tokenization_mode, shuffle_buffer, progress, on_step,
+        handle_signals, callbacks,
+    ):  # fmt: skip
         expand_files(train)  # a clear error now rather than inside the data pipeline
         start = self.global_step
         if steps is not None and start >= steps:
@@ -382,18 +393,3 @@ class TrainerBase(abc.ABC):
         from elmo_keras.training.model_files import save_language_model
 
         save_language_model(self.model, self.vocabulary, output_dir)
-
-
-def check_step_fits(config, vocabulary_size, rows):
-    """One line, before the model exists, when a training step of `rows` rows per replica
-    (weights, gradients, optimizer slots, activations) cannot fit the machine's memory."""
-    needed = training_bytes(
-        options_to_bilm_kwargs(architecture_options(config), "the training configuration"),
-        vocabulary_size,
-        rows,
-        int(config["unroll_steps"]),
-        config.get("optimizer", "adagrad"),
-        int(config.get("n_negative_samples_batch") or 0),
-    )
-    where = f"the training configuration (batch {rows} x {config['unroll_steps']} per replica"
-    check_fits(needed, "a training step", f"{where}, {vocabulary_size:,} words)")

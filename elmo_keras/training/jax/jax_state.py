@@ -66,13 +66,13 @@ class JaxTrainingState:
             self.model = make_language_model(config, vocabulary_size, seed, mixed_precision)
             self.optimizer = make_optimizer(config)
             sampled = self.model.n_negative_samples > 0
-            adagrad = config["optimizer"] == "adagrad"
+            adagrad = config.optimizer == "adagrad"
             if sparse_softmax is None:
                 sparse_softmax = sampled and adagrad
             if sparse_softmax and not (sampled and adagrad):
                 raise ValueError(
                     "`sparse_softmax` needs Adagrad and a sampled softmax. Received: "
-                    f"optimizer={config['optimizer']!r}, "
+                    f"optimizer={config.optimizer!r}, "
                     f"n_negative_samples={self.model.n_negative_samples}"
                 )
             self.sparse_softmax = bool(sparse_softmax)
@@ -85,7 +85,7 @@ class JaxTrainingState:
                 jnp.float32,
             )
         bilm = self.model.bilm
-        layers = (int(config["batch_size"]), 2, bilm.n_layers)
+        layers = (config.batch_size, 2, bilm.n_layers)
         self.state_h = np.zeros(layers + (bilm.projection_dim,), np.float32)
         self.state_c = np.zeros(layers + (bilm.lstm_units,), np.float32)
         self.step = 0

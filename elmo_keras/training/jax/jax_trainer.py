@@ -42,7 +42,8 @@ class JaxTrainer(TrainerBase):
     `JaxTrainingState` (`trainer.state`). The loop, `evaluate` and `export`: `TrainerBase`.
 
     Args:
-        config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
+        config: `TrainingConfig`, or what `TrainingConfig.parse` takes (a name, a JSON file or
+            an options dict): the training configuration, parsed once.
         vocabulary: `Vocabulary`. Sorted by frequency (sampled softmax).
         devices: list of JAX devices or None (all of them, on every host).
         seed: int. Seeds the weights, the candidate sampler, dropout and the data order.
@@ -143,10 +144,10 @@ class JaxTrainer(TrainerBase):
             votes = [float(v) for v in np.sum(np.reshape(gathered, (-1, len(votes))), axis=0)]
         return step_logs(*values), votes
 
-    def fit(self, *args, **kwargs):
+    def _fit(self, *args, **kwargs):
         """`TrainerBase.fit`; afterwards the carried state is in `state_h` and `state_c`."""
         try:
-            return super().fit(*args, **kwargs)
+            return super()._fit(*args, **kwargs)
         finally:
             self.state.settle()
 

@@ -21,9 +21,14 @@ from elmo_keras.file_io.download import cached_path, file_sha256
 from elmo_keras.options import bilm_kwargs_to_options, options_to_bilm_kwargs, read_options
 from elmo_keras.presets import PRESETS, find_model_files, resolve_preset
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.configs import architecture_options, get_config, normalize_config
+from elmo_keras.training.configs import (
+    TrainingConfig,
+    architecture_options,
+    get_config,
+    normalize_config,
+)
 from elmo_keras.training.model_files import SOFTMAX_FILE, VOCAB_FILE
-from elmo_keras.training.run.run_folder import CONFIG_FILE, load_run
+from elmo_keras.training.run.run_record import CONFIG_FILE, RunRecord
 from elmo_keras.training.run.setting_error import SettingsConflict, escaped
 
 KINDS = ("run", "preset", "files")
@@ -40,7 +45,7 @@ class InitSource:
         options, weights: `pathlib.Path`. The biLM's local files.
         vocab, softmax: `pathlib.Path` or None. The run folder's vocabulary and softmax, when
             they come along.
-        training_config: dict or None. The source run's saved configuration.
+        training_config: `TrainingConfig` or None. The source run's saved configuration.
     """
 
     kind: str
@@ -49,7 +54,7 @@ class InitSource:
     weights: pathlib.Path
     vocab: pathlib.Path | None = None
     softmax: pathlib.Path | None = None
-    training_config: dict | None = None
+    training_config: TrainingConfig | None = None
 
     def architecture(self):
         """The source's architecture as an options dict with every key spelled out."""
@@ -148,7 +153,7 @@ def resolve_source(init_from, new_vocab=False, progress=True):
     head = [folder / VOCAB_FILE, folder / SOFTMAX_FILE]
     if not all(path.is_file() for path in head):
         return InitSource("files", given, options, weights)
-    training_config = load_run(folder)[0]["config"] if is_run else None
+    training_config = RunRecord.read(folder)[0].config if is_run else None
     if new_vocab:
         return InitSource("run", given, options, weights, training_config=training_config)
     return InitSource("run", given, options, weights, *head, training_config)
@@ -183,12 +188,12 @@ def start_config(source, config=None):
                 [("config", ", ".join(differences))],
             )
     elif source.training_config is not None:
-        base = normalize_config(source.training_config)
+        base = source.training_config.to_options()
     else:
         base = normalize_config(architecture)  # the default training keys
     base.update(architecture)
     base.pop("n_tokens_vocab", None)
-    return normalize_config(base)
+    return TrainingConfig.parse(base)
 
 
 def vocabulary_conflicts(source, run):

@@ -2,10 +2,7 @@
 
 ```
 run/
-  training_config.json   the configuration, seed, tokenization mode, carry_state, train files
-                         (and each file's absolute path, size and sha256), vocabulary settings
-                         and the vocabulary's sha256, where the weights started (`init_from`),
-                         the frozen-biLM steps, and the overrides applied when resuming
+  training_config.json   what the run keeps of its settings (`run_record.RunRecord`)
   vocab.txt              the vocabulary (bilm-tf format)
   checkpoints/ckpt-N.*   rotated checkpoints (weights, optimizer, step, LSTM state):
                          `tf.train.Checkpoint`s (TensorFlow) or `ckpt-N.npz` files (JAX)
@@ -17,151 +14,15 @@ Plain Python (no TensorFlow).
 """
 
 import contextlib
-import json
 import os
 import pathlib
 
-from elmo_keras.file_io.files import write_text
 from elmo_keras.file_io.output_access import exclusive_lock
-from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.model_files import VOCAB_FILE, save_vocabulary
+from elmo_keras.training.run.run_record import CONFIG_FILE
 
-CONFIG_FILE = "training_config.json"
 LOCK_FILE = ".run.lock"
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
-
-# Keys of training_config.json that folders written by older versions lack, and their values.
-_OPTIONAL_KEYS = {
-    "carry_state": True,
-    "init_from": None,
-    "new_vocab": False,
-    "freeze_bilm_steps": 0,
-    "data_start_step": 0,
-    "overrides": [],
-    "train_fingerprint": None,
-    "vocab_sha256": None,
-    # Runs started before the whole-text shuffle streamed their lines through this buffer.
-    "shuffle_buffer": 10000,
-    "log_every": 50,
-}
-# What each saved key must be: (a check, the expected value in words).
-_KEY_TYPES = {
-    "config": (lambda v: isinstance(v, dict), "a JSON object"),
-    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    "tokenization_mode": (lambda v: isinstance(v, str), "a string"),
-    "carry_state": (lambda v: isinstance(v, bool), "true or false"),
-    "train": (
-        lambda v: (
-            isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
-        ),
-        "a path or a list of paths",
-    ),
-    "init_from": (lambda v: v is None or isinstance(v, dict), "null or a JSON object"),
-    "new_vocab": (lambda v: isinstance(v, bool), "true or false"),
-    "freeze_bilm_steps": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    "data_start_step": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    "overrides": (lambda v: isinstance(v, list), "a list"),
-    "train_fingerprint": (
-        lambda v: v is None or (isinstance(v, list) and all(isinstance(x, dict) for x in v)),
-        "null or a list of objects",
-    ),
-    "vocab_sha256": (lambda v: v is None or isinstance(v, str), "null or a string"),
-    "shuffle_buffer": (
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-        "an integer >= 0",
-    ),
-    "log_every": (
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-        "an integer >= 1",
-    ),
-}
-
-
-def save_run(run_dir, settings, vocabulary):
-    """Writes `training_config.json` and `vocab.txt`: what a resumed run needs besides the
-    checkpoint.
-
-    Args:
-        run_dir: path. The run's folder (created).
-        settings: dict. `config`, `seed`, `tokenization_mode`, `carry_state`, `train` and the
-            other keys `load_run` returns.
-        vocabulary: `Vocabulary`.
-    """
-    run_dir = pathlib.Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_vocabulary(vocabulary, run_dir / VOCAB_FILE)
-    settings = dict(settings)
-    train = settings["train"]
-    if isinstance(train, str | os.PathLike):
-        settings["train"] = os.fspath(train)
-    else:
-        settings["train"] = [os.fspath(f) for f in train]
-    write_text(run_dir / CONFIG_FILE, json.dumps(settings, indent=2) + "\n")
-
-
-def load_run(run_dir):
-    """A run folder's saved settings (`training_config.json`) and its vocabulary.
-
-    Every key is checked: a file that is not JSON, or a key of the wrong type, is a
-    `ValueError` naming the file and the key.
-
-    Returns:
-        `(settings, vocabulary)`: `settings` has `config`, `seed`, `tokenization_mode`,
-        `carry_state`, `train`, `init_from` (None or where the weights came from),
-        `new_vocab`, `freeze_bilm_steps`, `data_start_step` (the step at which the current
-        training files started), `overrides` (those applied when resuming) and
-        `shuffle_buffer` (0: the whole text shuffled; folders written before it was saved
-        streamed through 10,000 lines, read so), `log_every` (50 for older folders); runs
-        written by this version also have
-        `vocab_file`, `min_count` and `max_vocab_size`. Folders
-        written before `tokenization_mode` had that name hold `tokenization`, read the same.
-    """
-    run_dir = pathlib.Path(run_dir)
-    config_path = run_dir / CONFIG_FILE
-    if not config_path.is_file():
-        raise ValueError(
-            f"`run_dir` must be the folder of an `elmo-keras train` run; {config_path} was not "
-            f"found. Received: run_dir={str(run_dir)!r}"
-        )
-    try:
-        settings = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(
-            f"{config_path} is damaged (not valid JSON: {error}); restore it from a copy, or "
-            "start a new run in another folder"
-        ) from None
-    if not isinstance(settings, dict):
-        raise ValueError(
-            f"{config_path} must hold a JSON object. Received: {type(settings).__name__}"
-        )
-    if "tokenization_mode" not in settings:
-        settings["tokenization_mode"] = settings.pop("tokenization", "whitespace")
-    for key, default in _OPTIONAL_KEYS.items():
-        settings.setdefault(key, default)
-    for key, (valid, expected) in _KEY_TYPES.items():
-        if key not in settings:
-            raise ValueError(f"{config_path} has no key '{key}' (expected {expected})")
-        if not valid(settings[key]):
-            raise ValueError(
-                f"{config_path}: '{key}' must be {expected}. Received: {settings[key]!r}"
-            )
-    _check_saved_config(settings["config"], config_path)
-    return settings, Vocabulary.load(run_dir / VOCAB_FILE)
-
-
-def _check_saved_config(config, config_path):
-    """A bad value in the saved configuration names the file and the run it belongs to, not
-    only the key (the same check a new run's configuration gets)."""
-    from elmo_keras.training.configs import normalize_config  # noqa: PLC0415
-
-    try:
-        normalize_config(config)
-    except ValueError as error:
-        raise ValueError(
-            f"{config_path} (the saved run's settings), key 'config': {error}; restore the file "
-            "from a copy, or start a new run in another folder"
-        ) from None
 
 
 def has_checkpoints(run_dir):

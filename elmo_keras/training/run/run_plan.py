@@ -15,7 +15,7 @@ import time
 
 from elmo_keras.text.text_files import check_text_files
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.configs import get_config, normalize_config
+from elmo_keras.training.configs import TrainingConfig
 from elmo_keras.training.feed.data import build_vocabulary, expand_files
 from elmo_keras.training.model_files import OPTIONS_FILE, SOFTMAX_FILE, VOCAB_FILE, WEIGHTS_FILE
 from elmo_keras.training.run.init_source import (
@@ -24,20 +24,25 @@ from elmo_keras.training.run.init_source import (
     vocabulary_conflicts,
 )
 from elmo_keras.training.run.run_folder import (
-    CONFIG_FILE,
     fingerprint_changes,
     has_checkpoints,
-    load_run,
     text_fingerprint,
     vocabulary_sha256,
 )
+from elmo_keras.training.run.run_record import CONFIG_FILE, RunRecord
 from elmo_keras.training.run.setting_error import SettingError, SettingsConflict, escaped
-from elmo_keras.training.run.training_run import CONFIG_KEYS, NEW_RUN_DEFAULTS, SAVED_KEYS
+from elmo_keras.training.run.training_run import CONFIG_KEYS, NEW_RUN_DEFAULTS, SETTINGS
 
 # `TrainingRun` fields that set a configuration key (`training_run.SETTINGS`).
 FLAG_KEYS = CONFIG_KEYS
-# Saved settings a resumed run may override, by field, and their training_config.json keys.
-_SAVED_FIELDS = SAVED_KEYS
+# Saved settings a resumed run may override, by field, and their `RunRecord` names.
+_SAVED_FIELDS = {
+    s.name: "train" if s.name == "train_files" else s.name
+    for s in SETTINGS
+    if s.resumable and s.name != "config" and not s.fixed
+}
+# Saved settings that the checkpoint fixes (the vocabulary's).
+_FIXED = ("min_count", "max_vocab_size")
 # Saved settings that change nothing in what is trained: a resumed run given another value
 # takes it (and saves it) without `override`.
 _FREE = ("log_every",)
@@ -60,9 +65,9 @@ class RunPlan:
 
     Attributes:
         run: `TrainingRun` with its "None: saved" fields filled in.
-        config: dict. The normalized configuration (`n_tokens_vocab` included).
+        config: `TrainingConfig` (`n_tokens_vocab` included).
         vocabulary: `Vocabulary`.
-        settings: dict. What training_config.json holds (`run_folder.load_run`).
+        record: `RunRecord`. What training_config.json holds.
         source: `init_source.InitSource` or None. Where a new run's weights start.
         changes: dict. For a resumed run with overrides: `{name: (saved, given)}`.
         restore_skip: tuple. Parts of the checkpoint not restored (`TrainingState.restore`).
@@ -71,21 +76,19 @@ class RunPlan:
     """
 
     run: object
-    config: dict
+    config: TrainingConfig
     vocabulary: Vocabulary
-    settings: dict
+    record: RunRecord
     source: object = None
     changes: dict = dataclasses.field(default_factory=dict)
     restore_skip: tuple = ()
     settings_changed: bool = False
 
     def record_overrides(self, step):
-        """Adds the applied overrides, at `step`, to `settings`; the data restarts there if
+        """Adds the applied overrides, at `step`, to `record`; the data restarts there if
         they change it."""
-        if any(name in self.changes for name in _DATA_CHANGES):
-            self.settings["data_start_step"] = int(step)
-        changes = {name: {"saved": old, "given": new} for name, (old, new) in self.changes.items()}
-        self.settings["overrides"] = [*self.settings["overrides"], {"step": step, **changes}]
+        data_changed = any(name in self.changes for name in _DATA_CHANGES)
+        self.record = self.record.with_overrides(step, self.changes, data_changed)
 
     def describe_changes(self):
         return "; ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in self.changes.items())
@@ -118,17 +121,9 @@ def _with_defaults(run, values):
     return dataclasses.replace(run, **missing)
 
 
-def _with_flags(config, run):
-    """`config` with the run's `batch_size`, `n_negative_samples`... applied, checked."""
-    config = dict(config)
-    config.update(
-        {
-            key: getattr(run, name)
-            for name, key in FLAG_KEYS.items()
-            if getattr(run, name) is not None
-        }
-    )
-    return get_config(config)
+def _flagged(run):
+    """The configuration keys the run's `batch_size`, `n_negative_samples`... set."""
+    return {key: getattr(run, n) for n, key in FLAG_KEYS.items() if getattr(run, n) is not None}
 
 
 def _new_run(run):
@@ -156,49 +151,42 @@ def _new_run(run):
             raise conflict
         config = start_config(source, run.config)
     else:
-        config = get_config(run.config if run.config is not None else NEW_RUN_DEFAULTS["config"])
-    config = _with_flags(config, run)
+        given = run.config if run.config is not None else NEW_RUN_DEFAULTS["config"]
+        config = TrainingConfig.parse(given)
+    config = config.replace(**_flagged(run))
     vocabulary = source.load_vocabulary() if source is not None else None
     run = _with_defaults(run, {k: v for k, v in NEW_RUN_DEFAULTS.items() if k != "config"})
     if vocabulary is None:
         vocabulary = _build_vocabulary(run)
-    config["n_tokens_vocab"] = len(vocabulary)
-    _fit_candidates(config, len(vocabulary), run.verbose)
-    settings = {
-        "config": config,
-        "seed": run.seed,
-        "tokenization_mode": run.tokenization_mode,
-        "shuffle_buffer": run.shuffle_buffer,
-        "carry_state": run.carry_state,
-        "train": run.train_files,
-        "vocab_file": None if run.vocab_file is None else os.fspath(run.vocab_file),
-        "min_count": run.min_count,
-        "max_vocab_size": run.max_vocab_size,
-        "init_from": None if source is None else source.record(),
-        "new_vocab": run.new_vocab,
-        "freeze_bilm_steps": run.freeze_bilm_steps,
-        "log_every": run.log_every,
-        "data_start_step": 0,
-        "overrides": [],
-        "train_fingerprint": text_fingerprint(run.train_files),
-        "vocab_sha256": vocabulary_sha256(vocabulary),
-    }
-    return RunPlan(run, config, vocabulary, settings, source)
+    config = config.replace(n_tokens_vocab=len(vocabulary))
+    config = _fit_candidates(config, len(vocabulary), run.verbose)
+    saved = {_SAVED_FIELDS.get(n, n): getattr(run, n) for n in (*_SAVED_FIELDS, *_FIXED)}
+    record = RunRecord(
+        **saved,
+        config=config,
+        vocab_file=None if run.vocab_file is None else os.fspath(run.vocab_file),
+        init_from=None if source is None else source.record(),
+        new_vocab=run.new_vocab,
+        train_fingerprint=text_fingerprint(run.train_files),
+        vocab_sha256=vocabulary_sha256(vocabulary),
+    )
+    return RunPlan(run, config, vocabulary, record, source)
 
 
 def _fit_candidates(config, vocabulary_size, verbose):
     """A sampled softmax draws fewer candidates than there are words: a vocabulary no larger
     than `n_negative_samples_batch` (a small text) trains with the full softmax instead (exact,
     and no dearer then), said in one line."""
-    samples = int(config.get("n_negative_samples_batch") or 0)
-    if samples and samples >= vocabulary_size:
-        config["n_negative_samples_batch"] = 0
-        if verbose:
-            print(
-                f"softmax: full ({vocabulary_size:,} words, no more than the {samples:,} "
-                "sampled-softmax candidates asked for)",
-                flush=True,
-            )
+    samples = config.samples
+    if not samples or samples < vocabulary_size:
+        return config
+    if verbose:
+        print(
+            f"softmax: full ({vocabulary_size:,} words, no more than the {samples:,} "
+            "sampled-softmax candidates asked for)",
+            flush=True,
+        )
+    return config.replace(n_negative_samples_batch=0)
 
 
 def _build_vocabulary(run):
@@ -239,16 +227,12 @@ def _resumed_run(run):
             "{resume}: no previous run in "
             + escaped(f"{output_dir} ({output_dir / CONFIG_FILE} not found)")
         )
-    saved, vocabulary = load_run(output_dir)
+    saved, vocabulary = RunRecord.read(output_dir)
     _check_vocabulary(saved, vocabulary, output_dir)
-    free = {name: getattr(run, name) for name in _FREE if getattr(run, name) is not None}
-    settings_changed = any(saved[_SAVED_FIELDS[name]] != value for name, value in free.items())
-    saved.update({_SAVED_FIELDS[name]: value for name, value in free.items()})
-    differences = _differences(run, saved, vocabulary)
-    recorded = run.train_files is None and saved["train_fingerprint"] is not None
+    recorded = run.train_files is None and saved.train_fingerprint is not None
     if recorded:  # the recorded absolute paths: the run resumes from any working directory
-        run = dataclasses.replace(run, train_files=[f["path"] for f in saved["train_fingerprint"]])
-    differences += _text_changes(run, saved, recorded)
+        run = dataclasses.replace(run, train_files=[f["path"] for f in saved.train_fingerprint])
+    record, differences = resumed_record(saved, run, vocabulary, recorded)
     if differences and (not run.override or any(d.fixed for d in differences)):
         where = escaped(output_dir / CONFIG_FILE)
         how = "pass {override} to apply them"
@@ -258,29 +242,38 @@ def _resumed_run(run):
             "{resume}: these settings differ from " + where + f" ({how})",
             [(d.field, d.text()) for d in differences],
         )
-    config = normalize_config(saved["config"])
-    old = dict(config)
-    for d in differences:
-        if d.name.startswith("config.") or d.name in FLAG_KEYS:
-            config[FLAG_KEYS.get(d.name, d.name.removeprefix("config."))] = d.given
-        elif d.name in _SAVED_FIELDS:
-            saved[_SAVED_FIELDS[d.name]] = d.given
-    saved["config"] = config = normalize_config(config)
-    if saved["train_fingerprint"] is not None and any(
-        d.field == "train_files" for d in differences
-    ):
-        saved["train_fingerprint"] = text_fingerprint(run.train_files)  # from now on
-    skip = ("state",) if config["batch_size"] != old["batch_size"] else ()
-    skip += ("optimizer",) if config["optimizer"] != old["optimizer"] else ()
-    run = _with_defaults(run, {name: saved[key] for name, key in _SAVED_FIELDS.items()})
+    skip = ("state",) if record.config.batch_size != saved.config.batch_size else ()
+    skip += ("optimizer",) if record.config.optimizer != saved.config.optimizer else ()
+    run = _with_defaults(run, {name: getattr(record, key) for name, key in _SAVED_FIELDS.items()})
     run = _with_defaults(run, NEW_RUN_DEFAULTS)
     changes = {d.name: (d.saved, d.given) for d in differences}
-    return RunPlan(run, config, vocabulary, saved, None, changes, skip, settings_changed)
+    changed = record.log_every != saved.log_every
+    return RunPlan(run, record.config, vocabulary, record, None, changes, skip, changed)
+
+
+def resumed_record(saved, run, vocabulary, recorded=False):
+    """The record of `run` resuming the run of `saved` (a `RunRecord`), and the differences
+    (`_Difference`s) between the two: the saved one with every setting `run` gives (its
+    configuration, the keys its flags set, its saved settings), and a new training text's
+    fingerprint. `recorded`: `run.train_files` are the recorded paths."""
+    config = saved.config if run.config is None else TrainingConfig.parse(run.config)
+    config = config.replace(n_tokens_vocab=saved.config.n_tokens_vocab, **_flagged(run))
+    given = {
+        _SAVED_FIELDS[n]: getattr(run, n) for n in _SAVED_FIELDS if getattr(run, n) is not None
+    }
+    if "train" in given and (recorded or _same_files(given["train"], saved.train)):
+        del given["train"]  # the recorded or the same files: the saved spelling stays
+    record = dataclasses.replace(saved, config=config, **given)
+    differences = _differences(saved, record, run) + _text_changes(run, saved, recorded)
+    differences += _fixed_differences(run, saved, vocabulary)
+    if saved.train_fingerprint is not None and any(d.field == "train_files" for d in differences):
+        record = dataclasses.replace(record, train_fingerprint=text_fingerprint(run.train_files))
+    return record, differences
 
 
 def _check_vocabulary(saved, vocabulary, output_dir):
     """vocab.txt must be the run's: the checkpoint's softmax rows follow its order."""
-    if saved["vocab_sha256"] is not None and vocabulary_sha256(vocabulary) != saved["vocab_sha256"]:
+    if saved.vocab_sha256 is not None and vocabulary_sha256(vocabulary) != saved.vocab_sha256:
         raise SettingError(
             "{resume}: "
             + escaped(output_dir / VOCAB_FILE)
@@ -293,12 +286,12 @@ def _check_vocabulary(saved, vocabulary, output_dir):
 def _text_changes(run, saved, recorded):
     """The training text's files changed under the same setting (content, size, files);
     `recorded`: `run.train_files` are the recorded paths."""
-    if saved["train_fingerprint"] is None:
+    if saved.train_fingerprint is None:
         return []  # a run folder of an older version
-    if not recorded and not _same_files(run.train_files, saved["train"]):
+    if not recorded and not _same_files(run.train_files, saved.train):
         return []  # other files given: `_differences` says so
     try:
-        changes = fingerprint_changes(saved["train_fingerprint"], text_fingerprint(run.train_files))
+        changes = fingerprint_changes(saved.train_fingerprint, text_fingerprint(run.train_files))
     except ValueError:  # the files are gone
         changes = ["no file matches any more"]
     if not changes:
@@ -307,31 +300,25 @@ def _text_changes(run, saved, recorded):
     return [_Difference("train_text", "train_files", "recorded", "changed", note=note)]
 
 
-def _differences(run, saved, vocabulary):
-    """Every setting of `run` given with another value than the saved run's."""
-    config = normalize_config(saved["config"])
+def _differences(saved, given, run):
+    """The settings of the record `given` that differ from `saved`'s, named by the field that
+    gave them: the configuration's other keys (`config.KEY`), the flags' keys, the settings."""
+    flagged = {key: name for name, key in FLAG_KEYS.items() if getattr(run, name) is not None}
     out = []
-    if run.config is not None:
-        given = get_config(run.config)
-        flagged = {key for name, key in FLAG_KEYS.items() if getattr(run, name) is not None}
-        for key in sorted((set(given) | set(config)) - flagged - {"n_tokens_vocab"}):
-            if given.get(key) != config.get(key):
-                fixed = key in ("lstm", "char_cnn")
-                out.append(
-                    _Difference(f"config.{key}", "config", config.get(key), given.get(key), fixed)
-                )
-    for name, key in FLAG_KEYS.items():
-        value = getattr(run, name)
-        if value is not None and value != config.get(key):
-            out.append(_Difference(name, name, config.get(key), value))
+    saved_config, given_config = saved.config.to_options(), given.config.to_options()
+    for key in sorted((set(given_config) | set(saved_config)) - {"n_tokens_vocab", *flagged}):
+        old, new = saved_config.get(key), given_config.get(key)
+        if old != new:
+            fixed = key in ("lstm", "char_cnn")
+            out.append(_Difference(f"config.{key}", "config", old, new, fixed))
+    for key, name in flagged.items():
+        if saved_config.get(key) != given_config[key]:
+            out.append(_Difference(name, name, saved_config.get(key), given_config[key]))
     for name, key in _SAVED_FIELDS.items():
-        value = getattr(run, name)
-        if name in _FREE:
-            continue
-        same = _same_files if name == "train_files" else (lambda a, b: a == b)
-        if value is not None and not same(value, saved[key]):
-            out.append(_Difference(name, name, saved[key], value))
-    return out + _fixed_differences(run, saved, vocabulary)
+        old, new = getattr(saved, key), getattr(given, key)
+        if name not in _FREE and old != new:
+            out.append(_Difference(name, name, old, new))
+    return out
 
 
 def _fixed_differences(run, saved, vocabulary):
@@ -343,14 +330,15 @@ def _fixed_differences(run, saved, vocabulary):
         )
     for name in ("min_count", "max_vocab_size"):
         value = getattr(run, name)
-        if value is not None and name in saved and value != saved[name]:
-            out.append(_Difference(name, name, saved[name], value, True))
-    if run.init_from is not None and not _same_source(run.init_from, saved["init_from"]):
-        record = saved["init_from"]
+        # A folder of 0.1 did not record them (`min_count` None: unknown).
+        if value is not None and saved.min_count is not None and value != getattr(saved, name):
+            out.append(_Difference(name, name, getattr(saved, name), value, True))
+    if run.init_from is not None and not _same_source(run.init_from, saved.init_from):
+        record = saved.init_from
         out.append(
             _Difference("init_from", "init_from", record and record["source"], run.init_from, True)
         )
-    if run.new_vocab and not saved["new_vocab"]:
+    if run.new_vocab and not saved.new_vocab:
         out.append(_Difference("new_vocab", "new_vocab", False, True, True))
     return out
 

@@ -1,322 +1,280 @@
-"""The settings of a training run: the one list (`SETTINGS`), and `TrainingRun` made from it.
+"""The settings of a training run: `TrainingRun`, a frozen dataclass of typed fields.
 
-Each `Setting` says everything about one setting once: its name (a `TrainingRun` field), its
-default, what a valid value is, its command-line flag and help, and whether a resumed run takes
-the saved value when it is not given. From this list come the `TrainingRun` dataclass (its
-fields, its checks and its docstring), the `elmo-keras train` flags (`add_arguments`,
-`from_arguments`), the names in error messages (`FLAGS`), the old positional `train(...)`
-arguments (`legacy_training_run`) and the new-run defaults of the resumable settings
-(`NEW_RUN_DEFAULTS`). `check_setting` is the one check of a value, also used by
-`Trainer.fit`.
+Each field says everything about one setting once, in its metadata (a `Setting`): its check,
+its command-line flag and help, and whether a resumed run takes the saved value when it is not
+given (and whether the checkpoint fixes it). From the fields come `TrainingRun`'s checks (once,
+when it is made) and docstring, the `elmo-keras train` flags (`cli/train.py` reads
+`SETTINGS`), the names in error messages (`FLAGS`) and the new-run defaults of the resumable
+settings (`NEW_RUN_DEFAULTS`). `check_setting` is the one check of a value, also used by a
+trainer's own Python API (`Trainer.fit`).
 
 A wrong value is a `SettingError` (`elmo_keras.training.run.setting_error`) whose message names
 the setting: as the field in Python, as the flag on the command line
 (`SettingError.message(FLAGS)`). Pure Python (no TensorFlow, no Keras).
 """
 
+from __future__ import annotations
+
 import dataclasses
 import os
-import re
-import warnings
+import typing
+from collections.abc import Callable, Sequence
 
 from elmo_keras.text.tokenization import TOKENIZATION_MODES
 from elmo_keras.training.common.distribute import STRATEGIES
 from elmo_keras.training.configs import CONFIGS, MAX_BATCH_SIZE
-from elmo_keras.training.run.setting_error import SettingError, escaped
-from elmo_keras.validation import check_choice, check_int, check_number
+from elmo_keras.training.run import setting_checks as checks
+from elmo_keras.training.run.setting_error import SettingError
 
-_NOT_SAVED = object()
+if typing.TYPE_CHECKING:
+    import tensorflow as tf
+
+# A path or glob, or a list of them.
+Paths = str | os.PathLike | Sequence[str | os.PathLike]
+
+
+class _NotSaved:
+    def __repr__(self):
+        return "NOT_SAVED"
+
+
+NOT_SAVED = _NotSaved()
 
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """One setting of a training run.
+    """What a `TrainingRun` field is, besides its type and default (its metadata).
 
     Attributes:
-        name: str. The `TrainingRun` field.
-        default: the default (`dataclasses.MISSING`: required).
-        kind: str. What a valid value is: `"paths"`, `"path"`, `"config"`, `"int"` (>= 1),
-            `"count"` (>= 0), `"number"` (> 0), `"choice"`, `"bool"`, `"optional_bool"`,
-            `"strategy"`, `"init_from"`.
         help: str. One sentence for `--help` and the docstring.
+        check: callable(name, value). Raises a `SettingError` for a wrong value
+            (`setting_checks`); a None where the default is None is not checked.
         flag: str or None. The command-line flag (None: Python only).
-        choices: tuple. For `"choice"` (None allowed when it is the default).
         saved: the new-run default of a setting that a resumed run takes from the saved run
-            when it is not given (`_NOT_SAVED`: not such a setting).
-        legacy: str or None. Its keyword in the old `train(...)` call.
-        negated: bool. A `--no-...` switch: given means False.
-        metavar: str or None.
+            when it is not given (`NOT_SAVED`: not such a setting).
         fixed: bool. With `saved`: the checkpoint fixes it (a resumed run cannot change it).
-        maximum: int or None. The largest value of an `"int"` setting.
+        negated: bool. A `--no-...` switch: given means False.
+        switch: bool. Its flag takes no value (`--resume`, `--no-carry-state`).
+        metavar: str or None.
+        choices: tuple. The flag's choices.
         config_key: str or None. The configuration key the setting overrides.
-        saved_as: str or None. Its key in training_config.json, when not its name.
+        name, default, required, parse: filled in from the field: its name, its default,
+            whether it has none, and the flag's type (`int`, `float` or None).
     """
 
-    name: str
-    default: object
-    kind: str
     help: str
+    check: Callable[[str, object], None]
     flag: str | None = None
-    choices: tuple = ()
-    saved: object = _NOT_SAVED
-    legacy: str | None = None
-    negated: bool = False
-    metavar: str | None = None
+    saved: object = NOT_SAVED
     fixed: bool = False
-    maximum: int | None = None
+    negated: bool = False
+    switch: bool = False
+    metavar: str | None = None
+    choices: tuple = ()
     config_key: str | None = None
-    saved_as: str | None = None
-
-    @property
-    def required(self):
-        """Whether `TrainingRun` needs it (no default)."""
-        return self.default is dataclasses.MISSING
+    name: str = ""
+    default: object = None
+    required: bool = False
+    parse: type | None = None
 
     @property
     def resumable(self):
         """Whether a resumed run takes the saved value when it is not given."""
-        return self.saved is not _NOT_SAVED
-
-    @property
-    def switch(self):
-        """Whether its flag is a switch (`--resume`, `--no-carry-state`)."""
-        return self.kind == "bool" or self.negated
+        return self.saved is not NOT_SAVED
 
 
-_M = dataclasses.MISSING
-# fmt: off
-SETTINGS = (
-    Setting("train_files", _M, "paths", "Glob(s) of training text files, one sentence or "
-            "paragraph per line; left out with resume (the saved run's files)", "--train",
-            saved=None, legacy="train", saved_as="train"),
-    Setting("output_dir", _M, "path", "The run's folder: settings, vocabulary, checkpoints, "
-            "TensorBoard logs, and the model files at the end", "--output"),
-    Setting("config", None, "config", "A named configuration (" + ", ".join(CONFIGS) + ") or a "
-            "JSON file or dict of bilm-tf options; with init_from, the source's architecture",
-            "--config", saved="small"),
-    Setting("valid_files", None, "paths", "Held-out text: its full-softmax perplexity is "
-            "reported at the end", "--valid", legacy="valid"),
-    Setting("steps", None, "int", "The global step to stop at", "--steps"),
-    Setting("epochs", None, "int", "Passes over the training data", "--epochs"),
-    Setting("batch_size", None, "int", "Global batch (rows of windows); overrides the "
-            "configuration's", "--batch-size", config_key="batch_size", maximum=MAX_BATCH_SIZE),
-    Setting("strategy", "auto", "strategy", "auto: every local GPU (TensorFlow) or every JAX "
-            "device; default: one device; mirrored; multi-worker (TF_CONFIG, or JAX's "
-            "processes); in Python also a tf.distribute.Strategy", "--strategy",
-            choices=STRATEGIES),
-    Setting("resume", False, "bool", "Continue the run in the output folder from its newest "
-            "readable checkpoint, with its saved settings", "--resume"),
-    Setting("seed", None, "count", "Seeds the weights, the data order and the softmax samples",
-            "--seed", saved=0),
-    Setting("vocab_file", None, "path", "An existing vocabulary file (bilm-tf format), instead "
-            "of one built from the training text", "--vocab", legacy="vocab"),
-    Setting("min_count", None, "int", "Vocabulary building: the fewest occurrences kept",
-            "--min-count", saved=1, fixed=True),
-    Setting("max_vocab_size", None, "int", "Vocabulary building: the most words kept",
-            "--max-vocab-size"),
-    Setting("tokenization_mode", None, "choice", "whitespace (pre-tokenized text) or "
-            "punctuation", "--tokenization", choices=(None, *TOKENIZATION_MODES),
-            saved="whitespace", legacy="tokenization"),
-    Setting("checkpoint_every", 1000, "int", "Steps between checkpoints (also at the end and "
-            "on a stop)", "--checkpoint-every"),
-    Setting("keep_checkpoints", 3, "int", "Checkpoints kept (older ones are deleted)",
-            "--keep-checkpoints"),
-    Setting("time_budget_s", None, "number", "Stop (and checkpoint) after this many seconds of "
-            "training, counted from the end of the first step (compiling it is not training); "
-            "alone, the run goes on until then", "--time-budget", metavar="SECONDS"),
-    Setting("mixed_precision", None, "choice", "bfloat16: the biLM computes in bfloat16, the "
-            "variables and the softmax stay float32 (GPUs, TPUs)", "--mixed-precision",
-            choices=(None, "bfloat16")),
-    Setting("jit_compile", False, "bool", "Compile each replica's step with XLA (TensorFlow; "
-            "the JAX step is always compiled)", "--xla"),
-    Setting("carry_state", None, "optional_bool", "Carry the LSTM state from window to window "
-            "(the flag starts every window from zero state)", "--no-carry-state", saved=True,
-            negated=True),
-    Setting("n_negative_samples", None, "count", "Sampled-softmax candidates (0: the full "
-            "softmax); overrides the configuration's", "--n-negative-samples", metavar="N",
-            config_key="n_negative_samples_batch"),
-    Setting("optimizer", None, "choice", "adagrad or adam; overrides the configuration's",
-            "--optimizer", choices=(None, "adagrad", "adam"), config_key="optimizer"),
-    Setting("learning_rate", None, "number", "Overrides the configuration's", "--learning-rate",
-            config_key="learning_rate"),
-    Setting("log_every", None, "int", "Steps between logged lines and TensorBoard points (a "
-            "value given on resume is saved without --override)", "--log-every", saved=50),
-    Setting("progress", None, "optional_bool", "A progress bar (None: when stdout is a "
-            "terminal)"),
-    Setting("eval_batch_size", 16, "int", "The held-out evaluation's batch",
-            "--eval-batch-size"),
-    Setting("eval_max_tokens", None, "int", "Evaluate the held-out text on about this many "
-            "tokens only", "--eval-max-tokens"),
-    Setting("verbose", True, "bool", "Print what happens"),
-    Setting("init_from", None, "init_from", "Start from a trained biLM: a run folder (its "
-            "vocabulary and softmax come along), a preset name (mini_en brings its vocabulary and "
-            "softmax; the published presets hold none: a new softmax over the text's "
-            "vocabulary), or in Python an (options, weights) pair of paths or URLs (a new "
-            "softmax)", "--init-from", metavar="SOURCE"),
-    Setting("new_vocab", False, "bool", "With a run folder as init_from: a new vocabulary and "
-            "softmax for the new text", "--new-vocab"),
-    Setting("freeze_bilm_steps", None, "count", "With init_from: train only the softmax for "
-            "this many first steps", "--freeze-bilm-steps", saved=0, metavar="N"),
-    Setting("override", False, "bool", "With resume: apply (and record) settings that differ "
-            "from the saved run instead of refusing them", "--override"),
-    Setting("tf32", False, "bool", "Allow TensorFloat-32 matrix products on GPUs (faster, "
-            "about 3 significant digits; off: exact float32)", "--tf32"),
-    Setting("shuffle_buffer", None, "count", "0: every epoch shuffles all the lines of the "
-            "training text (about 12 bytes a line in memory); N: the lines stream through "
-            "an N-line shuffle buffer instead, for text whose index would not fit",
-            "--shuffle-buffer", saved=0, metavar="LINES"),
+def _setting(default=dataclasses.MISSING, **metadata):
+    return dataclasses.field(default=default, metadata={"setting": Setting(**metadata)})
+
+
+_TOKENIZATIONS = (None, *TOKENIZATION_MODES)
+_PRECISIONS = (None, "bfloat16")
+_OPTIMIZERS = (None, "adagrad", "adam")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingRun:
+    # fmt: off
+    train_files: Paths | None = _setting(
+        help="Glob(s) of training text files, one sentence or paragraph per line; left out "
+        "with resume (the saved run's files)", check=checks.paths, flag="--train", saved=None)
+    output_dir: str | os.PathLike = _setting(
+        help="The run's folder: settings, vocabulary, checkpoints, TensorBoard logs, and the "
+        "model files at the end", check=checks.path, flag="--output")
+    config: str | os.PathLike | dict | None = _setting(
+        None, help="A named configuration (" + ", ".join(CONFIGS) + ") or a JSON file or dict "
+        "of bilm-tf options; with init_from, the source's architecture", check=checks.config,
+        flag="--config", saved="small")
+    valid_files: Paths | None = _setting(
+        None, help="Held-out text: its full-softmax perplexity is reported at the end",
+        check=checks.paths, flag="--valid")
+    steps: int | None = _setting(
+        None, help="The global step to stop at", check=checks.positive_int(), flag="--steps")
+    epochs: int | None = _setting(
+        None, help="Passes over the training data", check=checks.positive_int(), flag="--epochs")
+    batch_size: int | None = _setting(
+        None, help="Global batch (rows of windows); overrides the configuration's",
+        check=checks.positive_int(MAX_BATCH_SIZE), flag="--batch-size", config_key="batch_size")
+    strategy: str | tf.distribute.Strategy = _setting(
+        "auto", help="auto: every local GPU (TensorFlow) or every JAX device; default: one "
+        "device; mirrored; multi-worker (TF_CONFIG, or JAX's processes); in Python also a "
+        "tf.distribute.Strategy", check=checks.strategy(STRATEGIES), flag="--strategy",
+        choices=STRATEGIES)
+    resume: bool = _setting(
+        False, help="Continue the run in the output folder from its newest readable checkpoint, "
+        "with its saved settings", check=checks.switch, flag="--resume", switch=True)
+    seed: int | None = _setting(
+        None, help="Seeds the weights, the data order and the softmax samples",
+        check=checks.count, flag="--seed", saved=0)
+    vocab_file: str | os.PathLike | None = _setting(
+        None, help="An existing vocabulary file (bilm-tf format), instead of one built from the "
+        "training text", check=checks.path, flag="--vocab")
+    min_count: int | None = _setting(
+        None, help="Vocabulary building: the fewest occurrences kept",
+        check=checks.positive_int(), flag="--min-count", saved=1, fixed=True)
+    max_vocab_size: int | None = _setting(
+        None, help="Vocabulary building: the most words kept", check=checks.positive_int(),
+        flag="--max-vocab-size")
+    tokenization_mode: str | None = _setting(
+        None, help="whitespace (pre-tokenized text) or punctuation",
+        check=checks.choice(_TOKENIZATIONS), flag="--tokenization", saved="whitespace",
+        choices=TOKENIZATION_MODES)
+    checkpoint_every: int = _setting(
+        1000, help="Steps between checkpoints (also at the end and on a stop)",
+        check=checks.positive_int(), flag="--checkpoint-every")
+    keep_checkpoints: int = _setting(
+        3, help="Checkpoints kept (older ones are deleted)", check=checks.positive_int(),
+        flag="--keep-checkpoints")
+    time_budget_s: float | None = _setting(
+        None, help="Stop (and checkpoint) after this many seconds of training, counted from "
+        "the end of the first step (compiling it is not training); alone, the run goes on "
+        "until then", check=checks.positive_number, flag="--time-budget", metavar="SECONDS")
+    mixed_precision: str | None = _setting(
+        None, help="bfloat16: the biLM computes in bfloat16, the variables and the softmax "
+        "stay float32 (GPUs, TPUs)", check=checks.choice(_PRECISIONS), flag="--mixed-precision",
+        choices=("bfloat16",))
+    jit_compile: bool = _setting(
+        False, help="Compile each replica's step with XLA (TensorFlow; the JAX step is always "
+        "compiled)", check=checks.switch, flag="--xla", switch=True)
+    carry_state: bool | None = _setting(
+        None, help="Carry the LSTM state from window to window (the flag starts every window "
+        "from zero state)", check=checks.optional_switch, flag="--no-carry-state", saved=True,
+        negated=True, switch=True)
+    n_negative_samples: int | None = _setting(
+        None, help="Sampled-softmax candidates (0: the full softmax); overrides the "
+        "configuration's", check=checks.count, flag="--n-negative-samples", metavar="N",
+        config_key="n_negative_samples_batch")
+    optimizer: str | None = _setting(
+        None, help="adagrad or adam; overrides the configuration's",
+        check=checks.choice(_OPTIMIZERS), flag="--optimizer", choices=_OPTIMIZERS[1:],
+        config_key="optimizer")
+    learning_rate: float | None = _setting(
+        None, help="Overrides the configuration's", check=checks.positive_number,
+        flag="--learning-rate", config_key="learning_rate")
+    log_every: int | None = _setting(
+        None, help="Steps between logged lines and TensorBoard points (a value given on resume "
+        "is saved without --override)", check=checks.positive_int(), flag="--log-every",
+        saved=50)
+    progress: bool | None = _setting(
+        None, help="A progress bar (None: when stdout is a terminal)",
+        check=checks.optional_switch)
+    eval_batch_size: int = _setting(
+        16, help="The held-out evaluation's batch", check=checks.positive_int(),
+        flag="--eval-batch-size")
+    eval_max_tokens: int | None = _setting(
+        None, help="Evaluate the held-out text on about this many tokens only",
+        check=checks.positive_int(), flag="--eval-max-tokens")
+    verbose: bool = _setting(True, help="Print what happens", check=checks.switch)
+    init_from: str | os.PathLike | tuple | list | None = _setting(
+        None, help="Start from a trained biLM: a run folder (its vocabulary and softmax come "
+        "along), a preset name (mini_en brings its vocabulary and softmax; the published "
+        "presets hold none: a new softmax over the text's vocabulary), or in Python an "
+        "(options, weights) pair of paths or URLs (a new softmax)", check=checks.init_from,
+        flag="--init-from", metavar="SOURCE")
+    new_vocab: bool = _setting(
+        False, help="With a run folder as init_from: a new vocabulary and softmax for the new "
+        "text", check=checks.switch, flag="--new-vocab", switch=True)
+    freeze_bilm_steps: int | None = _setting(
+        None, help="With init_from: train only the softmax for this many first steps",
+        check=checks.count, flag="--freeze-bilm-steps", saved=0, metavar="N")
+    override: bool = _setting(
+        False, help="With resume: apply (and record) settings that differ from the saved run "
+        "instead of refusing them", check=checks.switch, flag="--override", switch=True)
+    tf32: bool = _setting(
+        False, help="Allow TensorFloat-32 matrix products on GPUs (faster, about 3 significant "
+        "digits; off: exact float32)", check=checks.switch, flag="--tf32", switch=True)
+    shuffle_buffer: int | None = _setting(
+        None, help="0: every epoch shuffles all the lines of the training text (about 12 bytes "
+        "a line in memory); N: the lines stream through an N-line shuffle buffer instead, for "
+        "text whose index would not fit", check=checks.count, flag="--shuffle-buffer", saved=0,
+        metavar="LINES")
+    # fmt: on
+
+    def __post_init__(self):
+        """Every field's check, then the ones between fields (a `SettingError`)."""
+        if self.train_files is None and not self.resume:
+            raise SettingError("{train_files} is required (a glob of text files)")
+        for setting in SETTINGS:
+            check_setting(setting.name, getattr(self, setting.name))
+        if self.steps is None and self.epochs is None and self.time_budget_s is None:
+            raise SettingError("give {steps}, {epochs} or {time_budget_s} (when the run ends)")
+        if self.override and not self.resume:
+            raise SettingError(
+                "{override} applies to {resume} (settings that differ from a saved run)"
+            )
+        if not self.resume:
+            for name in ("new_vocab", "freeze_bilm_steps"):
+                if getattr(self, name) and self.init_from is None:
+                    raise SettingError("{" + name + "} needs {init_from} (a biLM to start from)")
+
+
+def _parse(annotation):
+    """The flag's type of a field's annotation: `int`, `float`, or None (a string)."""
+    kinds = annotation.replace(" ", "").split("|")
+    return next((kind for kind in (int, float) if kind.__name__ in kinds), None)
+
+
+SETTINGS = tuple(
+    dataclasses.replace(
+        f.metadata["setting"],
+        name=f.name,
+        default=None if f.default is dataclasses.MISSING else f.default,
+        required=f.default is dataclasses.MISSING,
+        parse=_parse(f.type),
+    )
+    for f in dataclasses.fields(TrainingRun)
 )
-# fmt: on
 _BY_NAME = {s.name: s for s in SETTINGS}
-# The old `train(train, output_dir, ...)` took the first 28 settings positionally.
-_LEGACY_POSITIONAL = 28
 FLAGS = {s.name: s.flag for s in SETTINGS if s.flag is not None}
-NEW_RUN_DEFAULTS = {s.name: s.saved for s in SETTINGS if s.saved not in (_NOT_SAVED, None)}
+NEW_RUN_DEFAULTS = {s.name: s.saved for s in SETTINGS if s.saved not in (NOT_SAVED, None)}
 # The settings that override a configuration key, and the key.
 CONFIG_KEYS = {s.name: s.config_key for s in SETTINGS if s.config_key}
-# The settings a resumed run takes from training_config.json when not given, and their keys
-# there (`config` is kept apart: the whole configuration).
-SAVED_KEYS = {
-    s.name: s.saved_as or s.name
-    for s in SETTINGS
-    if s.saved is not _NOT_SAVED and s.name != "config" and not s.fixed
-}
-
-
-def _field_message(name, error):
-    """A `validation` check's message with `{name}` placeholders for the setting."""
-    text = escaped(error)
-    text = text.replace(f"`{name}`", "{" + name + "}")
-    return re.sub(rf"\b{re.escape(name)}=", "{" + name + "__bare}=", text)
-
-
-def _is_path(value):
-    return isinstance(value, str | os.PathLike)
 
 
 def check_setting(name, value):
-    """Checks one setting's value (its `Setting.kind`); raises a `SettingError`."""
+    """Checks one setting's value (its field's `Setting.check`); returns it, or raises a
+    `SettingError`. None is accepted where the default is None (not given)."""
     setting = _BY_NAME[name]
-    kind = setting.kind
-    if value is None and (setting.default is None or name == "train_files"):
-        return value  # not given (train_files: checked with `resume` by `_check_run`)
-    try:
-        if kind == "int":
-            check_int(name, value, maximum=setting.maximum)
-        elif kind == "count":
-            check_int(name, value, minimum=0)
-        elif kind == "number":
-            check_number(name, value, minimum=0.0)
-            if not value > 0:
-                raise ValueError(f"`{name}` must be a number > 0. Received: {name}={value!r}")
-        elif kind == "choice" or (kind == "strategy" and isinstance(value, str)):
-            check_choice(name, value, setting.choices)
-        elif kind in ("bool", "optional_bool") and not isinstance(value, bool):
-            expected = "True, False or None" if kind == "optional_bool" else "True or False"
-            raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
-    except ValueError as error:
-        raise SettingError(_field_message(name, error)) from None
-    if kind in ("paths", "path"):
-        _check_paths(name, value, allow_list=kind == "paths")
-    elif kind == "config":
-        _check_config(value)
-    elif kind == "init_from":
-        _check_init_from(value)
+    if value is None and (setting.resumable or (setting.default is None and not setting.required)):
+        return value
+    setting.check(name, value)
     return value
-
-
-def _check_paths(name, value, allow_list):
-    ok = _is_path(value)
-    if allow_list and isinstance(value, list | tuple):
-        ok = bool(value) and all(_is_path(v) for v in value)
-    if not ok:
-        expected = "a path or glob" + (", or a non-empty list of them" if allow_list else "")
-        raise SettingError("{" + name + "} must be " + expected + f". Received: {value!r}")
-
-
-def _check_config(value):
-    if isinstance(value, dict):
-        return
-    if not _is_path(value):
-        raise SettingError(
-            "{config} must be a configuration name, a JSON file or a dict. Received: "
-            + escaped(repr(value))
-        )
-    if os.fspath(value) not in CONFIGS and not os.path.isfile(value):
-        raise SettingError(
-            "{config} must be one of " + ", ".join(CONFIGS) + f" or a JSON file; got {value!r}"
-        )
-
-
-def _own_dictionary(folder):
-    """Whether `folder` is a `save_to_preset` folder of a biLM with its own character
-    dictionary (an ELMoForManyLangs model, converted): the trainer makes byte ids."""
-    from elmo_keras.models.preset_folder import bilm_config, read_config
-
-    try:
-        config = read_config(folder) if os.path.isdir(folder) else None
-        bilm = None if config is None else bilm_config(config, folder)["config"]
-    except ValueError:  # someone else's or a broken file: the later checks say what it is
-        return False
-    return bilm is not None and bilm.get("char_vocabulary") is not None
-
-
-def _check_init_from(value):
-    from elmo_keras.presets import PRESETS, efml_preset, is_efml_model
-
-    if isinstance(value, list | tuple):
-        if len(value) == 2 and all(_is_path(v) for v in value):
-            return
-        raise SettingError(
-            "{init_from} as a pair must hold two paths or URLs (options, weights). "
-            f"Received: {value!r}"
-        )
-    if _is_path(value) and (is_efml_model(os.fspath(value)) or _own_dictionary(value)):
-        raise SettingError(  # one line: not supported
-            f"{{init_from}}: {os.fspath(value)} is an ELMoForManyLangs model; training from it is "
-            "not supported (its training softmax is not published): embed with it instead"
-        )
-    if not _is_path(value) or (
-        os.fspath(value).lower() not in PRESETS and not os.path.isdir(value)
-    ):
-        names = ", ".join(name for name in PRESETS if not efml_preset(name))
-        raise SettingError(
-            f"{{init_from}} must be a run folder or a preset ({names}), or in Python an "
-            f"(options, weights) pair of paths or URLs; got {value!r}"
-        )
-
-
-def _check_run(run):
-    """Every setting's check, then the ones between settings."""
-    for setting in SETTINGS:
-        value = getattr(run, setting.name)
-        if setting.name == "train_files" and value is None and not run.resume:
-            raise SettingError("{train_files} is required (a glob of text files)")
-        check_setting(setting.name, value)
-    if run.steps is None and run.epochs is None and run.time_budget_s is None:
-        raise SettingError("give {steps}, {epochs} or {time_budget_s} (when the run ends)")
-    if run.override and not run.resume:
-        raise SettingError("{override} applies to {resume} (settings that differ from a saved run)")
-    if not run.resume:
-        for name in ("new_vocab", "freeze_bilm_steps"):
-            if getattr(run, name) and run.init_from is None:
-                raise SettingError("{" + name + "} needs {init_from} (a biLM to start from)")
 
 
 def _docstring():
     lines = [
         "What `elmo_keras.training.train` does: the data, the model, when to stop, the outputs.",
         "",
-        "Made from `SETTINGS`; every field is checked when the object is made (a `SettingError`",
-        "names the field). `dataclasses.replace(run, steps=...)` makes a changed copy. A field",
-        'marked "resumed: saved" takes the saved run\'s value when resuming if it is not given,',
-        "and the default shown for a new run.",
+        "Every field is checked once, when the object is made (a `SettingError` names the",
+        "field). `dataclasses.replace(run, steps=...)` makes a changed copy. A field marked",
+        '"resumed: saved" takes the saved run\'s value when resuming if it is not given, and',
+        "the default shown for a new run.",
         "",
         "Args:",
     ]
     for s in SETTINGS:
-        default = "required" if s.default is _M else f"default {s.default!r}"
-        if s.saved is not _NOT_SAVED:
+        default = "required" if s.required else f"default {s.default!r}"
+        if s.resumable:
             default = f"resumed: saved, new run: {s.saved!r}"
         flag = f" Flag: `{s.flag}`." if s.flag else ""
         lines.append(f"    {s.name}: {s.help} ({default}).{flag}")
@@ -330,41 +288,4 @@ def _docstring():
     return "\n".join(lines)
 
 
-TrainingRun = dataclasses.make_dataclass(
-    "TrainingRun",
-    [
-        (s.name, object)
-        if s.default is _M
-        else (s.name, object, dataclasses.field(default=s.default))
-        for s in SETTINGS
-    ],
-    namespace={"__post_init__": _check_run, "__doc__": _docstring(), "__module__": __name__},
-    frozen=True,
-)
-
-
-def legacy_training_run(args, kwargs):
-    """A `TrainingRun` from the old `train(train, output_dir, ...)` arguments, with a warning.
-
-    The old names (`train`, `valid`, `vocab`, `tokenization`) and the new field names are both
-    accepted as keywords. Emits a `DeprecationWarning` that points at the caller of `train`.
-    """
-    positional = [s.name for s in SETTINGS[:_LEGACY_POSITIONAL]]
-    if len(args) > len(positional):
-        raise TypeError(f"train() takes at most {len(positional)} positional arguments")
-    fields = dict(zip(positional, args, strict=False))
-    renamed = {s.legacy: s.name for s in SETTINGS if s.legacy}
-    for name, value in kwargs.items():
-        field = renamed.get(name, name)
-        if field in fields:
-            raise TypeError(f"train() got multiple values for argument {name!r}")
-        if field not in _BY_NAME:
-            raise TypeError(f"train() got an unexpected keyword argument {name!r}")
-        fields[field] = value
-    warnings.warn(
-        "`train(train, output_dir, ...)` with keyword arguments is deprecated; use "
-        "`train(TrainingRun(train_files=..., output_dir=..., ...))`.",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return TrainingRun(**fields)
+TrainingRun.__doc__ = _docstring()

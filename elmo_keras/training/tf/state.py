@@ -35,7 +35,7 @@ class TrainingState:
     copy is kept (`distribute.worker_directory`).
 
     Args:
-        config: dict. A normalized training configuration.
+        config: `TrainingConfig`.
         vocabulary_size: int. Words of the softmax.
         strategy: `tf.distribute.Strategy`.
         seed: int. Seeds the initial weights.
@@ -44,7 +44,7 @@ class TrainingState:
 
     def __init__(self, config, vocabulary_size, strategy, seed=0, mixed_precision=None):
         self.strategy = strategy
-        batch_size = int(config["batch_size"])
+        batch_size = config.batch_size
         with strategy.scope():
             self.model = make_language_model(config, vocabulary_size, seed, mixed_precision)
             bilm = self.model.bilm

@@ -36,7 +36,8 @@ class Trainer(TrainerBase):
     (Adagrad with a sampled softmax). The loop, `evaluate` and `export`: `TrainerBase`.
 
     Args:
-        config: dict. A training configuration (`elmo_keras.training.configs.get_config`).
+        config: `TrainingConfig`, or what `TrainingConfig.parse` takes (a name, a JSON file or
+            an options dict): the training configuration, parsed once.
         vocabulary: `Vocabulary`. Sorted by frequency (sampled softmax).
         strategy: `tf.distribute.Strategy` or None (the current one).
         seed: int. Seeds the weights, the candidate sampler and the data order.
@@ -88,7 +89,7 @@ class Trainer(TrainerBase):
         )
         # Adagrad with a sampled softmax: the softmax kernel is updated row by row (`gradients`).
         sampled = self.model.n_negative_samples > 0
-        self.sparse_softmax = sampled and self.config["optimizer"] == "adagrad"
+        self.sparse_softmax = sampled and self.config.optimizer == "adagrad"
         self._train_step = None
 
     model = property(lambda self: self.state.model)
