@@ -67,7 +67,7 @@ LONG = (
     "tests/models/test_elmo_embedding.py::test_keras_round_trip_keeps_outputs_and_trained_mix",
     "tests/models/test_elmo_embedding.py::test_mirrored_strategy_on_two_cpus_matches_one_device",
     "tests/models/test_elmo_embedding_backends.py::test_elmo_embedding_layer_on_char_ids",
-    "tests/text/test_tokenizer.py::test_tensorflow_agrees_with_python_on_arbitrary_unicode",
+    "tests/text/test_tf_tokenization.py::test_tensorflow_agrees_with_python_on_arbitrary_unicode",
     "tests/training/test_init_from.py::test_freeze_bilm_steps_trains_only_the_softmax_first_and_survives_resume",
     "tests/training/test_trainer.py::test_bfloat16_mixed_precision",
     "tests/training/test_trainer.py::test_resume_after_signal_is_exact",
