@@ -19,10 +19,10 @@ def fast_path():
     `ProjectedBiLSTM`, both directions' inputs `[B, T, F]` in natural order, int lengths `[B]`,
     states `[B, 2, n_layers, P]` and `[B, 2, n_layers, U]` -> `(outputs [B, n_layers, T, 2P],
     state_h, state_c)` as the core path's), `distinct_tokens`, `embed_distinct_tokens` (as
-    `char_cnn.embed_distinct`, for int token rows) and `scan` (the core path's recurrence on
+    `CharCNN.embed_distinct`, for int token rows) and `scan` (the core path's recurrence on
     that backend). TensorFlow's supplies only what differs from the core (the packing plan and
     the packed recurrence, the chunked char CNN, `scan`) and hands them to the core's
-    `ProjectedBiLSTM.run_directions` and `char_cnn.embed_distinct`; PyTorch's packs both
+    `ProjectedBiLSTM.run_directions` and `CharCNN.embed_distinct`; PyTorch's packs both
     directions in place, under `torch.inference_mode`.
     """
     backend = keras.config.backend()

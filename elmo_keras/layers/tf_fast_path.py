@@ -15,7 +15,7 @@ instead (`applies` decides, once, for both):
 This module supplies only what differs from the core: the packing plan and the packed
 recurrence (one layer, natural order in and out), the chunked char CNN, `scan`. The stacking of
 layers and directions is the core's `ProjectedBiLSTM.run_directions`, the placing of token
-vectors around `<S>` and `</S>` the core's `char_cnn.embed_distinct`.
+vectors around `<S>` and `</S>` the core's `CharCNN.embed_distinct`.
 
 What must stay here, in TensorFlow ops: every size and every loop that depends on the batch's
 contents. Under `tf.function` with dynamic shapes (the exports' signatures, Keras' symbolic
@@ -45,8 +45,6 @@ import functools
 
 import keras
 import tensorflow as tf
-
-from elmo_keras.layers.char_cnn import embed_distinct
 
 # The char CNN runs over the distinct tokens at most this many at a time, so that a very long
 # input never holds every token's convolution activations at once. 256 rather than 1024 keeps
@@ -265,11 +263,12 @@ def _chunked_char_cnn(char_cnn, ids):
 
 def embed_distinct_tokens(char_cnn, token_char_ids, token_index, boundaries):
     """Token vectors `[B, T + 2, P]` with `<S>` and `</S>` around each sentence, and the
-    lengths `[B]`: the core's `char_cnn.embed_distinct` with the char CNN run in chunks
+    lengths `[B]`: the core's `CharCNN.embed_distinct` with the char CNN run in chunks
     (`_chunked_char_cnn`).
 
     `token_index` `[B, T]` holds each position's row of `token_char_ids`, `-1` for padding;
     `boundaries` `[2, width]` are the id rows of `<S>` and `</S>`.
     """
     chunked = functools.partial(_chunked_char_cnn, char_cnn)
-    return embed_distinct(chunked, tf.cast(token_char_ids, tf.int32), token_index, boundaries)
+    token_char_ids = tf.cast(token_char_ids, tf.int32)
+    return char_cnn.embed_distinct(token_char_ids, token_index, boundaries, run=chunked)

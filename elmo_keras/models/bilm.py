@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from elmo_keras.file_io.download import cached_path
-from elmo_keras.layers.char_cnn import CharCNN, embed_distinct, normalize_filters
+from elmo_keras.layers.char_cnn import CharCNN, normalize_filters
 from elmo_keras.layers.projected_bilstm import ProjectedBiLSTM, fast_path
 from elmo_keras.memory import FLOAT_BYTES, bilm_parameters, check_fits
 from elmo_keras.models import bilm_vocabulary, bilm_weights, preset_folder
@@ -207,7 +207,7 @@ class BiLM(keras.Model):
             with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
             return self.char_cnn(with_boundaries), lengths
         boundaries = bilm_vocabulary.boundary_ids(self)
-        return embed_distinct(self.char_cnn, token_rows, token_index, boundaries)
+        return self.char_cnn.embed_distinct(token_rows, token_index, boundaries)
 
     def call(self, inputs, training=None, length_aware=None, keep_sentence_boundaries=False):
         char_ids, token_rows, token_index, state = parse_inputs(inputs)
