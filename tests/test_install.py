@@ -15,7 +15,6 @@ import json
 import os
 import re
 import site
-import subprocess
 import sys
 import textwrap
 import zipfile
@@ -183,10 +182,7 @@ def _fresh_venv(wheel, extra, tmp):
 
 def _one_line_error(command, cwd, env):
     """Runs a command that must fail as a usage error; returns its one stderr line."""
-    result = subprocess.run(
-        [str(c) for c in command], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
-    )
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    result = _run(command, cwd=cwd, env=env, timeout=120, returncode=2)
     assert result.stderr.count("\n") == 1, result.stderr
     return result.stderr
 
