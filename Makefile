@@ -4,7 +4,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 LINTED := elmo_keras export tests benchmarks experiments README.md docs
 
-.PHONY: demo test lint format clean
+.PHONY: demo test test-fast lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ test: lint
 	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	KERAS_BACKEND=jax $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(JAX_TESTS)
 	KERAS_BACKEND=torch $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(TORCH_TESTS)
+
+# The tier for working, not for CI: the TensorFlow pass without the tests marked `slow`
+# (tests/slow_tests.py: those that start a process, install, build a wheel or run a notebook,
+# and those over ~20 s), on TensorFlow only. `make test` still runs every test.
+test-fast: lint
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)

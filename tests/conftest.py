@@ -122,12 +122,19 @@ def _clear_keras_session():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skips the tests marked `tensorflow_only` when Keras runs on another backend.
+    """Marks `slow` the tests `tests/slow_tests.py` lists (`make test-fast` leaves them out),
+    and skips the tests marked `tensorflow_only` when Keras runs on another backend.
 
     `make test` runs tests/layers a second time with `KERAS_BACKEND=jax`: there the layers that
     are TensorFlow code (the LSTMs) skip with this reason, the `keras.ops` layers run.
     """
     import keras
+
+    from tests.slow_tests import is_slow
+
+    for item in items:
+        if is_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
 
     backend = keras.config.backend()
     if backend == "tensorflow":

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import site
-import subprocess
 import sys
 import textwrap
 import zipfile
@@ -24,8 +23,9 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.fresh_interpreter import last_line_json, script_report
+from tests.fresh_interpreter import run_command as _run
 from tests.wheel_build import BUILD_LOG, PIP, ROOT
-from tests.wheel_build import run_checked as _run
 
 # The XLA setting of tests/conftest.py's JAX run: little to optimise in test-sized programs.
 XLA_FAST = "--xla_backend_optimization_level=0"
@@ -99,8 +99,7 @@ def test_the_package_comes_from_the_wheel(installed):
         }))
         """
     )
-    result = _run([venv / "bin" / "python", "-c", code], cwd=work, env=_environment())
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = script_report(code, python=venv / "bin" / "python", cwd=work, env=_environment())
     site_packages = str(_site_packages(venv))
     assert all(path.startswith(site_packages) for path in report["files"]), report["files"]
     assert not any(str(ROOT) in path for path in report["files"])
@@ -178,16 +177,12 @@ def _fresh_venv(wheel, extra, tmp):
     _run(
         [*PIP, "--python", python, "install", "--quiet", f"{wheel}[{extra}]"], cwd=tmp, timeout=900
     )
-    report = _run([python, "-c", REPORT], cwd=tmp, env=_environment())
-    return venv, json.loads(report.stdout.strip().splitlines()[-1])
+    return venv, script_report(REPORT, python=python, cwd=tmp, env=_environment())
 
 
 def _one_line_error(command, cwd, env):
     """Runs a command that must fail as a usage error; returns its one stderr line."""
-    result = subprocess.run(
-        [str(c) for c in command], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
-    )
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    result = _run(command, cwd=cwd, env=env, timeout=120, returncode=2)
     assert result.stderr.count("\n") == 1, result.stderr
     return result.stderr
 
@@ -236,7 +231,7 @@ def test_the_jax_extra_runs_the_bilm_without_tensorflow(wheel, allennlp_fixture,
     batch = [rows[k][0].split() for k in range(3)]  # the fixture's first batch: zero state
     child = [venv / "bin" / "python", "-c", JAX_CHILD, json.dumps(batch), tmp_path / "jax.npz"]
     result = _run(child, cwd=tmp_path, env=env)
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == {
+    assert last_line_json(result) == {
         "backend": "jax",
         "tensorflow": False,
     }

@@ -1,9 +1,6 @@
 """Presets: the registry's published names, `resolve_preset`, model folders, and loading a
 published model by name through a loopback mirror (`$ELMO_KERAS_MIRROR`)."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -11,6 +8,7 @@ from elmo_keras import presets
 from elmo_keras.file_io.download import DownloadError
 from elmo_keras.presets import PRESETS, find_model_files, resolve_preset
 from tests.file_io.test_download import FIXTURES, FileServer, serve_presets
+from tests.fresh_interpreter import run_script
 
 PUBLISHED = {
     "small": "2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway",
@@ -102,7 +100,7 @@ def test_the_preset_modules_import_no_tensorflow():
         "import sys, elmo_keras.presets, elmo_keras.file_io.download, elmo_keras.cli.presets; "
         "assert not {'tensorflow', 'keras'} & set(sys.modules), sorted(sys.modules)"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    run_script(code, timeout=60)
 
 
 def test_original_through_the_mirror_equals_the_files_loaded_directly(mirror):

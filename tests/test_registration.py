@@ -1,14 +1,13 @@
 """`import elmo_keras` is enough to load a `.keras` file, whatever comes first, without importing
 Keras or TensorFlow itself (`elmo_keras/__init__.py`). Each case runs in a fresh process."""
 
-import json
 import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.fresh_interpreter import script_report
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "keras_v0_1_0"
 # elmo_embedding_model: ElmoEmbedding > BiLM > CharCNN, Highway, ProjectedBiLSTM (+ its cells);
@@ -45,16 +44,9 @@ def _registered_in_source():
     return names
 
 
-def _run(code, tmp_path):
+def _report(code, tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    return script_report(code, env=env, cwd=tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -68,9 +60,7 @@ def _run(code, tmp_path):
     ids=["elmo_keras_first", "keras_first", "from_inside_layers"],
 )
 def test_keras_file_loads_after_importing_elmo_keras(imports, tmp_path):
-    result = _run(imports + "\n" + LOAD_BOTH, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = _report(imports + "\n" + LOAD_BOTH, tmp_path)
     expected = _registered_in_source()
     assert len(expected) >= 8 and expected <= set(report["registered"]), sorted(expected)
     assert report["hooks"] == []  # the hook removed itself once done
@@ -87,7 +77,5 @@ def test_import_hook_alone_imports_neither_tensorflow_nor_keras(tmp_path):
         print(json.dumps({"heavy": heavy, "hooked": "_RegisterWithKeras" in hooks}))
         """
     )
-    result = _run(code, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = _report(code, tmp_path)
     assert report == {"heavy": [], "hooked": True}

@@ -7,27 +7,14 @@ README's and docs' examples against it from an empty folder.
 
 import pathlib
 import shutil
-import subprocess
 import sys
+
+from tests.fresh_interpreter import run_command
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOURCES = ["pyproject.toml", "README.md", "LICENSE", "elmo_keras", "export"]
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
 BUILD_LOG = "build.log"  # beside the wheel's folder: what the build printed
-
-
-def run_checked(command, cwd, env=None, timeout=300):
-    """Runs a command; a non-zero exit fails the test with the ends of its output."""
-    result = subprocess.run(
-        [str(c) for c in command],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-    )
-    assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
-    return result
 
 
 def build_wheel(tmp):
@@ -43,7 +30,7 @@ def build_wheel(tmp):
         else:
             shutil.copy2(ROOT / name, source / name)
     command = [*PIP, "wheel", "--verbose", "--no-deps", "--no-build-isolation", "--no-index"]
-    build = run_checked([*command, "-w", tmp / "dist", source], cwd=tmp)
+    build = run_command([*command, "-w", tmp / "dist", source], cwd=tmp)
     (tmp / BUILD_LOG).write_text(build.stdout + build.stderr, encoding="utf-8")
     (path,) = (tmp / "dist").glob("elmo_keras-*.whl")
     return path
@@ -53,5 +40,5 @@ def install_for_this_python(wheel, target):
     """Installs `wheel` without its dependencies into the folder `target`: with `target` first
     on `PYTHONPATH`, this environment's Python runs the wheel's package (with this
     environment's TensorFlow, Keras, ...) instead of the checkout's editable install."""
-    run_checked([*PIP, "install", "--no-deps", "--no-index", "--target", target, wheel], cwd=target)
+    run_command([*PIP, "install", "--no-deps", "--no-index", "--target", target, wheel], cwd=target)
     return pathlib.Path(target)

@@ -208,6 +208,44 @@ class CharCNN(keras.layers.Layer):
         x = x * token_mask[:, None]
         return ops.reshape(x, (*leading, self.projection_dim))
 
+    def embed_distinct(self, token_rows, token_index, boundaries, run=None):
+        """Token vectors `[B, T + 2, P]` with `<S>` and `</S>` around each sentence, and the
+        lengths `[B]`, from the distinct tokens of a batch (one copy for every path).
+
+        Args:
+            token_rows: `[distinct, C]` int character ids, run through the char CNN once per
+                row; or float `[distinct, P]` vectors computed before (then only the
+                boundaries run).
+            token_index: int `[B, T]`: each position's row of `token_rows`, `-1` for padding.
+            boundaries: `[2, C]` int: the id rows of `<S>` and `</S>`.
+            run: callable `[n, C]` ids -> `[n, P]`, how the char CNN runs (a fast path's
+                chunked run of this layer). Defaults to calling the layer.
+        """
+        run = self if run is None else run
+        token_index = ops.cast(token_index, "int32")
+        batch, steps = ops.shape(token_index)[0], ops.shape(token_index)[1]
+        lengths = ops.sum(ops.cast(token_index >= 0, "int32"), axis=1)
+        boundaries = ops.convert_to_tensor(boundaries, "int32")
+        if "int" in str(token_rows.dtype):
+            vectors = run(ops.concatenate([ops.cast(token_rows, "int32"), boundaries], 0))
+        else:
+            boundary_vectors = run(boundaries)
+            token_rows = ops.cast(token_rows, boundary_vectors.dtype)
+            vectors = ops.concatenate([token_rows, boundary_vectors], axis=0)
+        bos_row = ops.shape(token_rows)[0]
+        index = ops.concatenate(
+            [
+                ops.full((batch, 1), bos_row, "int32"),
+                token_index,
+                ops.full((batch, 1), -1, "int32"),
+            ],
+            axis=1,
+        )
+        is_eos = ops.equal(ops.arange(steps + 2, dtype="int32")[None, :], (lengths + 1)[:, None])
+        index = ops.where(is_eos, bos_row + 1, index)
+        embedded = ops.take(vectors, ops.maximum(index, 0), axis=0)
+        return embedded * ops.cast(index >= 0, embedded.dtype)[:, :, None], lengths
+
     def _convolve(self, conv, embedded):
         """`conv(embedded)` as one matrix product over the unfolded windows: `[N, C, E]` ->
         `[N, C - w + 1, count]`.

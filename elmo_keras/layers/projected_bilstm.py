@@ -15,8 +15,15 @@ def fast_path():
 
     `elmo_keras.layers.tf_fast_path` on TensorFlow, `elmo_keras.layers.torch_fast_path` on
     PyTorch. Both offer the same functions: `applies(layer, training, length_aware)`,
-    `packed_bilstm`, `distinct_tokens`, `embed_distinct_tokens` and `scan` (the core path's
-    recurrence on that backend).
+    `packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c)` (a built
+    `ProjectedBiLSTM`, both directions' inputs `[B, T, F]` in natural order, int lengths `[B]`,
+    states `[B, 2, n_layers, P]` and `[B, 2, n_layers, U]` -> `(outputs [B, n_layers, T, 2P],
+    state_h, state_c)` as the core path's), `distinct_tokens`, `embed_distinct_tokens` (as
+    `CharCNN.embed_distinct`, for int token rows) and `scan` (the core path's recurrence on
+    that backend). TensorFlow's supplies only what differs from the core (the packing plan and
+    the packed recurrence, the chunked char CNN, `scan`) and hands them to the core's
+    `ProjectedBiLSTM.run_directions` and `CharCNN.embed_distinct`; PyTorch's packs both
+    directions in place, under `torch.inference_mode`.
     """
     backend = keras.config.backend()
     if backend == "tensorflow":
@@ -204,28 +211,48 @@ class ProjectedBiLSTM(keras.layers.Layer):
         (h, c, _), outputs = scan(step, (h, c, start), ops.transpose(z_input, (1, 0, 2)))
         return ops.transpose(outputs, (1, 0, 2)), h, c
 
-    def _run_direction(self, inputs, mask, lengths, cells, state_h, state_c, reverse, training):
-        x = reverse_by_length(inputs, lengths) if reverse else inputs
-        float_mask = ops.cast(mask, x.dtype)[:, :, None]
-        outputs, final_h, final_c = [], [], []
-        for layer, cell in enumerate(cells):
-            layer_input = self.input_dropout(x, training=training) if self.dropout else x
-            out, h, c = self._recurrence(
-                cell,
-                cell.input_projection(layer_input),
-                lengths,
-                state_h[:, layer],
-                state_c[:, layer],
-            )
-            if layer > 0 and self.use_skip_connections:
-                out = out + layer_input * float_mask
-            outputs.append(out)
-            final_h.append(h)
-            final_c.append(c)
-            x = out
-        if reverse:
-            outputs = [reverse_by_length(out, lengths) for out in outputs]
-        return outputs, ops.stack(final_h, axis=1), ops.stack(final_c, axis=1)
+    def run_directions(
+        self, inputs, backward_inputs, mask, lengths, state_h, state_c, *, training, recurrence=None
+    ):
+        """Both directions' stacks -> `(outputs [B, n_layers, T, 2P], state_h, state_c)`.
+
+        The one copy of the stacking (reversal, skip connections, the merge of the
+        directions), for the core path and a fast path alike: `recurrence(cell, x, h, c) ->
+        (outputs, h, c)` runs one layer over `x` `[B, T, F]` in natural order (outputs zero
+        at padding) and defaults to the core's scan; `tf_fast_path.packed_bilstm` passes its
+        packed one. `training` drives the dropout.
+        """
+        if recurrence is None:
+
+            def recurrence(cell, x, h, c):
+                return self._recurrence(cell, cell.input_projection(x), lengths, h, c)
+
+        float_mask = ops.cast(mask, inputs.dtype)[:, :, None]
+        directions = []
+        for index, x in enumerate((inputs, backward_inputs)):
+            reverse = index == 1
+            x = reverse_by_length(x, lengths) if reverse else x
+            outputs, final_h, final_c = [], [], []
+            for layer, cell in enumerate(self.backward_cells if reverse else self.forward_cells):
+                layer_input = self.input_dropout(x, training=training) if self.dropout else x
+                out, h, c = recurrence(
+                    cell, layer_input, state_h[:, index, layer], state_c[:, index, layer]
+                )
+                if layer > 0 and self.use_skip_connections:
+                    out = out + layer_input * float_mask
+                outputs.append(out)
+                final_h.append(h)
+                final_c.append(c)
+                x = out
+            if reverse:
+                outputs = [reverse_by_length(out, lengths) for out in outputs]
+            directions.append((outputs, ops.stack(final_h, axis=1), ops.stack(final_c, axis=1)))
+        (forward, fw_h, fw_c), (backward, bw_h, bw_c) = directions
+        outputs = ops.stack(
+            [ops.concatenate([fw, bw], axis=-1) for fw, bw in zip(forward, backward, strict=True)],
+            axis=1,
+        )
+        return outputs, ops.stack([fw_h, bw_h], axis=1), ops.stack([fw_c, bw_c], axis=1)
 
     def call(
         self,
@@ -262,29 +289,10 @@ class ProjectedBiLSTM(keras.layers.Layer):
                 self, inputs, backward_inputs, lengths, state_h, state_c
             )
             return (outputs, state_h, state_c) if self.return_state else outputs
-        directions = []
-        for index, x in enumerate((inputs, backward_inputs)):
-            cells = self.backward_cells if index else self.forward_cells
-            directions.append(
-                self._run_direction(
-                    x,
-                    mask,
-                    lengths,
-                    cells,
-                    state_h[:, index],
-                    state_c[:, index],
-                    reverse=index == 1,
-                    training=training,
-                )
-            )
-        (forward, fw_h, fw_c), (backward, bw_h, bw_c) = directions
-        outputs = ops.stack(
-            [ops.concatenate([fw, bw], axis=-1) for fw, bw in zip(forward, backward, strict=True)],
-            axis=1,
+        outputs, state_h, state_c = self.run_directions(
+            inputs, backward_inputs, mask, lengths, state_h, state_c, training=training
         )
-        if not self.return_state:
-            return outputs
-        return outputs, ops.stack([fw_h, bw_h], axis=1), ops.stack([fw_c, bw_c], axis=1)
+        return (outputs, state_h, state_c) if self.return_state else outputs
 
     def compute_mask(self, inputs, mask=None, *args, **kwargs):
         if self.return_state:

@@ -12,6 +12,22 @@ instead (`applies` decides, once, for both):
   in the graph with `UniqueV2` when the caller sends plain character ids), in chunks of
   `CHAR_CNN_CHUNK`, gathered back to the positions.
 
+This module supplies only what differs from the core: the packing plan and the packed
+recurrence (one layer, natural order in and out), the chunked char CNN, `scan`. The stacking of
+layers and directions is the core's `ProjectedBiLSTM.run_directions`, the placing of token
+vectors around `<S>` and `</S>` the core's `CharCNN.embed_distinct`.
+
+What must stay here, in TensorFlow ops: every size and every loop that depends on the batch's
+contents. Under `tf.function` with dynamic shapes (the exports' signatures, Keras' symbolic
+calls), the number of distinct tokens, the lengths, the step counts and the windows are tensors
+when the graph is traced, even for a batch of static shape (`UniqueV2`'s output has none).
+`torch_fast_path` computes its plan and its chunks as Python ints (`.tolist()`, `range`), which
+is right eagerly; written that way once for both, the chunked char CNN or the plan fails to
+trace (`OperatorNotAllowedInGraphError`: a symbolic tensor used as a Python int; reproduced
+with `torch_fast_path`'s chunking, and the likely cause of an earlier try's 30 failures under
+`tf.function`). So the counts here are tensors and the loops `tf.while_loop`s bounded by
+`maximum_iterations`.
+
 Both give the core path's numbers (to float round-off, 1e-6 in the tests) with much less work
 on uneven batches, and both export (SavedModel, ONNX). Training, JAX and XLA take the core path.
 
@@ -24,6 +40,8 @@ The core reaches this module through `projected_bilstm.fast_path()`, the seam it
 `torch_fast_path`, which imports it only when the backend is TensorFlow: on another backend the
 layers and models import no TensorFlow.
 """
+
+import functools
 
 import keras
 import tensorflow as tf
@@ -58,13 +76,14 @@ def packing_plan(lengths, steps, gate_width):
     """How the packed path lays a batch out: rows sorted by length (longest first), time-major.
 
     Returns a dict: `order` and `inverse` (the sort and its inverse permutation), `lengths`
-    sorted, `positions` `[N, 2]` (the real positions, time-major, so that step `t`'s rows are
-    the slice `offsets[t]:offsets[t] + counts[t]` of a packed `[N, ...]` tensor), `counts` and
+    sorted, `positions` `[N, 2]` (the real positions as (batch row, step) of the natural
+    layout, time-major and sorted, so that step `t`'s rows are the slice `offsets[t]:offsets[t]
+    + counts[t]` of the packed `[N, ...]` tensor `gather_nd(x, positions)`), `counts` and
     `offsets` per step over `n_windows * window` steps (>= the longest row), and `mask`
-    `[steps, batch, 1]` (1.0 at real positions). For `packed_recurrence`'s steps, tables with
-    one row per step: `z_begin` and `z_size` (where the step's rows sit in its window's gate
-    inputs `[rows, gate_width]`) and `state_split` (running and finished rows, int64 as ONNX's
-    `Split` takes them). Every layer and direction shares them.
+    `[batch, steps]` (true at real positions, natural order). For `packed_recurrence`'s
+    steps, tables with one row per step: `z_begin` and `z_size` (where the step's rows sit in
+    its window's gate inputs `[rows, gate_width]`) and `state_split` (running and finished
+    rows, int64 as ONNX's `Split` takes them). Every layer and direction shares them.
     """
     batch = tf.shape(lengths)[0]
     order = tf.argsort(lengths, direction="DESCENDING", stable=True)
@@ -79,11 +98,15 @@ def packing_plan(lengths, steps, gate_width):
     offsets = tf.concat([[0], tf.cumsum(counts)], axis=0)
     window_start = tf.gather(offsets, (tf.range(n_windows * window) // window) * window)
     mask = tf.transpose(tf.sequence_mask(lengths, steps))
+    step_rank = tf.where(mask)  # time-major: (step, sorted row), int64 as ONNX's GatherND
     return {
         "order": order,
         "inverse": inverse,
         "lengths": lengths,
-        "positions": tf.where(mask),
+        # (batch row, step) in the natural layout, time-major: read straight from [B, T, F]
+        "positions": tf.stack(
+            [tf.gather(tf.cast(order, tf.int64), step_rank[:, 1]), step_rank[:, 0]], axis=1
+        ),
         "counts": counts,
         "offsets": offsets,
         # an explicit width rather than -1: a size of -1 costs five operators a step in ONNX
@@ -92,15 +115,18 @@ def packing_plan(lengths, steps, gate_width):
         "state_split": tf.cast(tf.stack([counts, batch - counts], axis=1), tf.int64),
         "window": window,
         "n_windows": n_windows,
-        "mask": tf.cast(mask, tf.float32)[:, :, None],
+        "mask": tf.sequence_mask(tf.gather(lengths, inverse), steps),  # [batch, steps]
         "steps": steps,
     }
 
 
-def packed_recurrence(cell, packed, plan, h, c):
-    """Runs `cell` over packed inputs `[N, features]` (see `packing_plan`), from sorted states.
+def packed_recurrence(cell, inputs, plan, h, c):
+    """Runs `cell` over `inputs` `[batch, steps, features]` packed by `plan` (`packing_plan`).
 
-    Returns `(outputs [steps, batch, P], h, c)`, outputs zero where a row has ended. An outer
+    `ProjectedBiLSTM.run_directions`' `recurrence`: natural order in and out, `h` and `c`
+    `[batch, ...]`. Returns `(outputs [batch, steps, P], h, c)`, outputs zero where a row has
+    ended. The rows are sorted and packed here, each layer reading its real positions straight
+    from the natural layout (one `gather_nd`), and put back after the loops. An outer
     loop over windows computes the window's input projection, an inner loop its steps; step
     `t` computes only its `counts[t]` running rows (a prefix, rows being sorted).
 
@@ -112,6 +138,8 @@ def packed_recurrence(cell, packed, plan, h, c):
     offsets, window = plan["offsets"], plan["window"]
     z_begin, z_size, state_split = plan["z_begin"], plan["z_size"], plan["state_split"]
     batch = tf.shape(h)[0]
+    packed = tf.gather_nd(inputs, plan["positions"])
+    h, c = tf.gather(h, plan["order"]), tf.gather(c, plan["order"])
 
     kernels = cell.step_kernels(h.dtype)  # cast once, not at every step
 
@@ -147,7 +175,9 @@ def packed_recurrence(cell, packed, plan, h, c):
     outputs = tf.reshape(windows.stack(), [-1, batch, tf.shape(h)[-1]])
     missing = tf.maximum(0, plan["steps"] - tf.shape(outputs)[0])
     outputs = tf.pad(outputs, [[0, missing], [0, 0], [0, 0]])[: plan["steps"]]
-    return outputs * tf.cast(plan["mask"], outputs.dtype), h, c
+    outputs = tf.gather(tf.transpose(outputs, [1, 0, 2]), plan["inverse"])
+    outputs = outputs * tf.cast(plan["mask"], outputs.dtype)[:, :, None]
+    return outputs, tf.gather(h, plan["inverse"]), tf.gather(c, plan["inverse"])
 
 
 def _like(tensor, reference):
@@ -182,56 +212,24 @@ def scan(step, init, xs):
 
 
 def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
-    """`ProjectedBiLSTM`'s two directions, packed by length (see `packing_plan`).
+    """The seam's `packed_bilstm` (arguments and result as `projected_bilstm.fast_path` says):
+    the core's `ProjectedBiLSTM.run_directions` with `packed_recurrence` as each layer's
+    recurrence, over one `packing_plan` that every layer and direction shares."""
+    plan = packing_plan(lengths, tf.shape(inputs)[1], 4 * bilstm.lstm_units)
 
-    Args:
-        bilstm: a built `ProjectedBiLSTM`.
-        inputs, backward_inputs: `[B, T, F]` in the compute dtype (natural order).
-        lengths: int32 `[B]`.
-        state_h, state_c: `[B, 2, n_layers, P]` and `[B, 2, n_layers, U]`.
+    def recurrence(cell, x, h, c):
+        return packed_recurrence(cell, x, plan, h, c)
 
-    Returns:
-        `(outputs [B, n_layers, T, 2P], state_h, state_c)` as the core path's.
-    """
-    steps = tf.shape(inputs)[1]
-    plan = packing_plan(lengths, steps, 4 * bilstm.lstm_units)
-    directions = []
-    for index, (x, cells) in enumerate(
-        ((inputs, bilstm.forward_cells), (backward_inputs, bilstm.backward_cells))
-    ):
-        directions.append(
-            _packed_direction(
-                bilstm, x, plan, lengths, cells, state_h[:, index], state_c[:, index], index == 1
-            )
-        )
-    (forward, fw_h, fw_c), (backward, bw_h, bw_c) = directions
-    outputs = tf.stack(
-        [tf.concat([fw, bw], axis=-1) for fw, bw in zip(forward, backward, strict=True)], axis=1
+    return bilstm.run_directions(
+        inputs,
+        backward_inputs,
+        plan["mask"],
+        lengths,
+        state_h,
+        state_c,
+        training=False,
+        recurrence=recurrence,
     )
-    return outputs, tf.stack([fw_h, bw_h], axis=1), tf.stack([fw_c, bw_c], axis=1)
-
-
-def _packed_direction(bilstm, inputs, plan, lengths, cells, state_h, state_c, reverse):
-    """One direction's stack of layers, packed: -> (outputs per layer, final h, final c)."""
-    x = tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0) if reverse else inputs
-    x = tf.transpose(tf.gather(x, plan["order"]), [1, 0, 2])  # [T, B, F], sorted
-    mask = tf.cast(plan["mask"], x.dtype)
-    h0, c0 = tf.gather(state_h, plan["order"]), tf.gather(state_c, plan["order"])
-    outputs, final_h, final_c = [], [], []
-    for layer, cell in enumerate(cells):
-        packed = tf.gather_nd(x, plan["positions"])
-        out, h, c = packed_recurrence(cell, packed, plan, h0[:, layer], c0[:, layer])
-        if layer > 0 and bilstm.use_skip_connections:
-            out = out + x * mask
-        outputs.append(out)
-        final_h.append(h)
-        final_c.append(c)
-        x = out
-    outputs = [tf.gather(tf.transpose(out, [1, 0, 2]), plan["inverse"]) for out in outputs]
-    if reverse:
-        outputs = [tf.reverse_sequence(out, lengths, seq_axis=1, batch_axis=0) for out in outputs]
-    final_h = tf.gather(tf.stack(final_h, axis=1), plan["inverse"])
-    return outputs, final_h, tf.gather(tf.stack(final_c, axis=1), plan["inverse"])
 
 
 def distinct_tokens(char_ids):
@@ -264,21 +262,13 @@ def _chunked_char_cnn(char_cnn, ids):
 
 
 def embed_distinct_tokens(char_cnn, token_char_ids, token_index, boundaries):
-    """Token vectors `[B, T + 2, P]` with `<S>` and `</S>` around each sentence, the char CNN
-    run once per row of `token_char_ids` (and once per boundary), and the lengths `[B]`.
+    """Token vectors `[B, T + 2, P]` with `<S>` and `</S>` around each sentence, and the
+    lengths `[B]`: the core's `CharCNN.embed_distinct` with the char CNN run in chunks
+    (`_chunked_char_cnn`).
 
     `token_index` `[B, T]` holds each position's row of `token_char_ids`, `-1` for padding;
     `boundaries` `[2, width]` are the id rows of `<S>` and `</S>`.
     """
+    chunked = functools.partial(_chunked_char_cnn, char_cnn)
     token_char_ids = tf.cast(token_char_ids, tf.int32)
-    token_index = tf.cast(token_index, tf.int32)
-    batch, steps = tf.shape(token_index)[0], tf.shape(token_index)[1]
-    lengths = tf.reduce_sum(tf.cast(token_index >= 0, tf.int32), axis=1)
-    boundaries = tf.constant(boundaries, tf.int32)
-    vectors = _chunked_char_cnn(char_cnn, tf.concat([token_char_ids, boundaries], axis=0))
-    bos_row = tf.shape(token_char_ids)[0]
-    index = tf.concat([tf.fill([batch, 1], bos_row), token_index, tf.fill([batch, 1], -1)], axis=1)
-    is_eos = tf.equal(tf.range(steps + 2)[None, :], (lengths + 1)[:, None])
-    index = tf.where(is_eos, bos_row + 1, index)
-    embedded = tf.gather(vectors, tf.maximum(index, 0))
-    return embedded * tf.cast(index >= 0, embedded.dtype)[:, :, None], lengths
+    return char_cnn.embed_distinct(token_char_ids, token_index, boundaries, run=chunked)

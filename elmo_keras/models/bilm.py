@@ -206,29 +206,8 @@ class BiLM(keras.Model):
         if token_index is None:
             with_boundaries, lengths = self.add_sentence_boundaries(char_ids)
             return self.char_cnn(with_boundaries), lengths
-        token_index = ops.cast(token_index, "int32")
-        batch, steps = ops.shape(token_index)[0], ops.shape(token_index)[1]
-        lengths = ops.sum(ops.cast(token_index >= 0, "int32"), axis=1)
-        boundaries = ops.convert_to_tensor(bilm_vocabulary.boundary_ids(self), "int32")
-        if "int" in str(token_rows.dtype):
-            vectors = self.char_cnn(ops.concatenate([ops.cast(token_rows, "int32"), boundaries], 0))
-        else:
-            boundary_vectors = self.char_cnn(boundaries)
-            token_rows = ops.cast(token_rows, boundary_vectors.dtype)
-            vectors = ops.concatenate([token_rows, boundary_vectors], axis=0)
-        bos_row = ops.shape(token_rows)[0]
-        index = ops.concatenate(
-            [
-                ops.full((batch, 1), bos_row, "int32"),
-                token_index,
-                ops.full((batch, 1), -1, "int32"),
-            ],
-            axis=1,
-        )
-        is_eos = ops.equal(ops.arange(steps + 2, dtype="int32")[None, :], (lengths + 1)[:, None])
-        index = ops.where(is_eos, bos_row + 1, index)
-        embedded = ops.take(vectors, ops.maximum(index, 0), axis=0)
-        return embedded * ops.cast(index >= 0, embedded.dtype)[:, :, None], lengths
+        boundaries = bilm_vocabulary.boundary_ids(self)
+        return self.char_cnn.embed_distinct(token_rows, token_index, boundaries)
 
     def call(self, inputs, training=None, length_aware=None, keep_sentence_boundaries=False):
         char_ids, token_rows, token_index, state = parse_inputs(inputs)

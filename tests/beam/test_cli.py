@@ -3,8 +3,6 @@
 
 import collections
 import os
-import subprocess
-import sys
 import textwrap
 
 import h5py
@@ -20,6 +18,7 @@ from elmo_keras.cli import main  # noqa: E402
 from elmo_keras.cli._common import read_sentences  # noqa: E402
 from elmo_keras.file_io.output_access import current_umask  # noqa: E402
 from tests.file_io.test_output_access import start_writer  # noqa: E402
+from tests.fresh_interpreter import run_script
 
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
@@ -144,15 +143,8 @@ def test_without_apache_beam_the_command_names_the_extra(tmp_path):
         sys.exit(main(["beam-embed", "--model", "m.onnx", "--input", "x", "--output", "o"]))
         """
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert result.returncode == 2
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = run_script(script, cwd=tmp_path, timeout=60, env=env, returncode=2)
     assert result.stderr.strip().splitlines() == [
         'elmo-keras beam-embed: error: apache-beam is not installed: pip install "elmo-keras[beam]"'
     ]

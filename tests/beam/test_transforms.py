@@ -3,11 +3,8 @@ failure, and a worker path that imports neither TensorFlow nor Keras."""
 
 import collections
 import gzip
-import json
 import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -30,6 +27,7 @@ from elmo_keras.beam import (  # noqa: E402
 from elmo_keras.beam.transforms import budget_batches  # noqa: E402
 from elmo_keras.cli._common import read_sentences  # noqa: E402
 from elmo_keras.text.text_files import split_lines  # noqa: E402
+from tests.fresh_interpreter import script_report  # noqa: E402
 
 
 def _expected_lines(folder):
@@ -148,16 +146,7 @@ def test_the_worker_path_imports_neither_tensorflow_nor_keras(onnx_model, corpus
     )
     env = dict(os.environ)
     env.pop("KERAS_BACKEND", None)
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=180,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"heavy": []}
+    assert script_report(script, env=env, cwd=tmp_path, timeout=180) == {"heavy": []}
     assert len(_keys(tmp_path / "emb")) == 13
 
 

@@ -6,14 +6,13 @@ starts the command; this test process runs the same command on TensorFlow.
 """
 
 import os
-import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
 
 from elmo_keras.cli import main
+from tests.fresh_interpreter import run_cli
 
 SENTENCES = ["The bank of the river .", "I read it", "", "A much longer line , with a comma ."]
 
@@ -32,14 +31,10 @@ def test_another_backend_writes_the_same_hdf5(tmp_path, allennlp_fixture, backen
     model += ["--weights", str(allennlp_fixture / "lm_weights.hdf5")]
     tf_out, jax_out = tmp_path / "tf.hdf5", tmp_path / f"{backend}.hdf5"
     assert main(["embed", *model, "--input", str(text), "--output", str(tf_out)]) == 0
-    code = "import sys; from elmo_keras.cli import main; sys.exit(main(sys.argv[1:]))"
     argv = ["embed", "--backend", backend, *model, "--input", str(text), "--output", str(jax_out)]
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
-    result = subprocess.run(
-        [sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, timeout=240
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_cli(*argv, env=env, timeout=240)
     assert "wrote 4 sentences" in result.stdout
     want, got = _read(tf_out), _read(jax_out)
     assert sorted(got) == sorted(want) == ["0", "1", "2", "3"]

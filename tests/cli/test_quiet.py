@@ -6,13 +6,12 @@ unless `--verbose`. Their C++ logs go to file descriptor 2, so the commands run 
 import os
 import pathlib
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from elmo_keras.cli import build_parser
+from tests.fresh_interpreter import run_cli, run_script
 
 TINY = pathlib.Path(__file__).resolve().parents[2] / "elmo_keras" / "assets" / "tiny_allennlp"
 # What TensorFlow, absl and ONNX Runtime lines look like ("I0000 00:00:...", "2024-...
@@ -30,15 +29,7 @@ def _environment():
 
 
 def _elmo_keras(*args, cwd):
-    code = "import sys; from elmo_keras.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=_environment(),
-        cwd=cwd,
-        timeout=300,
-    )
+    return run_cli(*args, env=_environment(), cwd=cwd)
 
 
 def test_export_with_int8_prints_no_native_log_lines(tmp_path):
@@ -47,7 +38,6 @@ def test_export_with_int8_prints_no_native_log_lines(tmp_path):
     output = tmp_path / "out"
     args = ["export", "--run-dir", str(TINY), "--output", str(output), "--format", "onnx"]
     result = _elmo_keras(*args, "--quantize", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
     assert (output / "model.int8.onnx").is_file()
     assert result.stdout.startswith(f"wrote {output}")
     noise = [line for line in result.stderr.splitlines() if NATIVE_LOG.match(line)]
@@ -77,14 +67,9 @@ def test_native_lines_are_kept_for_a_failure(tmp_path):
             code = cli._run(Args, captured)
         """
     )
-    ok = subprocess.run(
-        [sys.executable, "-c", script, "ok"], capture_output=True, text=True, timeout=60
-    )
-    assert ok.returncode == 0 and ok.stderr == "own line\n", ok.stderr
-    failed = subprocess.run(
-        [sys.executable, "-c", script, "fail"], capture_output=True, text=True, timeout=60
-    )
-    assert failed.returncode == 1
+    ok = run_script(script, "ok", timeout=60)
+    assert ok.stderr == "own line\n", ok.stderr
+    failed = run_script(script, "fail", timeout=60, returncode=1)
     assert "own line" in failed.stderr and "I0000 native log line" in failed.stderr
     assert failed.stderr.rstrip().endswith("RuntimeError: boom")
 
@@ -119,14 +104,7 @@ def test_missing_runtime_extra_is_one_line(tmp_path):
         """
     )
     args = ["embed", "--backend", "onnx", "--model", "m.onnx", "--input", "in.txt"]
-    result = subprocess.run(
-        [sys.executable, "-c", code, *args, "--output", "out.hdf5"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert result.returncode == 2, result.stderr
+    result = run_script(code, *args, "--output", "out.hdf5", cwd=tmp_path, timeout=60, returncode=2)
     assert result.stderr.strip().splitlines() == [
         'elmo-keras embed: error: onnxruntime is not installed: pip install "elmo-keras[runtime]"'
     ]

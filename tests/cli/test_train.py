@@ -1,5 +1,7 @@
 """`elmo-keras train`, `evaluate` and `snapshot` end to end on bilm-tf's tiny corpus."""
 
+import contextlib
+import io
 import json
 import shutil
 
@@ -10,36 +12,52 @@ from elmo_keras.cli import main
 from elmo_keras.training.configs import get_config
 
 
-@pytest.fixture
-def config_file(tmp_path):
+def write_config(folder):
+    """A tiny training configuration in `folder` -> its path."""
     config = get_config("tiny")
     config.update(batch_size=4, unroll_steps=5, n_negative_samples_batch=16)
     config["lstm"].update(dim=16, projection_dim=8)
-    path = tmp_path / "tiny.json"
+    path = folder / "tiny.json"
     path.write_text(json.dumps(config))
     return path
 
 
-def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsys):
+@pytest.fixture
+def config_file(tmp_path):
+    return write_config(tmp_path)
+
+
+def _captured(argv):
+    """`main(argv)` -> `(exit code, stdout, stderr)`, for a fixture wider than `capsys`."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def trained_run(bilm_tf_fixture, tmp_path_factory):
+    """One run the tests below share: `train` 3 steps (with `--valid`) into a folder whose
+    parents are missing, the weights of step 3 kept aside, a second `train` into the same
+    folder without `--resume`, then `train --resume` to 5 steps. Each command's exit code and
+    output are kept for the test that checks them; the folder holds ckpt-3 and ckpt-5."""
+    tmp = tmp_path_factory.mktemp("trained_run")
     data = str(bilm_tf_fixture / "train" / "data.txt")
-    out = tmp_path / "runs" / "first" / "run"  # missing folders are made (every command's rule)
-    argv = [
-        "train",
-        "--train",
-        data,
-        "--valid",
-        data,
-        "--config",
-        str(config_file),
-        "--output",
-        str(out),
-        "--steps",
-        "3",
-        "--strategy",
-        "default",
-    ]
-    assert main(argv) == 0
-    printed = capsys.readouterr().out
+    out = tmp / "runs" / "first" / "run"  # missing folders are made (every command's rule)
+    argv = ["train", "--train", data, "--valid", data, "--config", str(write_config(tmp))]
+    argv += ["--output", str(out), "--steps", "3", "--strategy", "default"]
+    run = {"data": data, "out": out, "tmp": tmp, "first": _captured(argv)}
+    run["first_files"] = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if out.is_dir():
+        shutil.copy(out / "lm_weights.hdf5", tmp / "step3.hdf5")
+    run["again"] = _captured(argv[:-4] + ["--steps", "5"])
+    run["resumed"] = _captured(["train", "--output", str(out), "--steps", "5", "--resume"])
+    return run
+
+
+def test_train_writes_the_run_folder(trained_run):
+    code, printed, err = trained_run["first"]
+    assert code == 0, err
     assert "trained 3 steps" in printed and "valid perplexity: forward" in printed
     for name in (
         "options.json",
@@ -48,18 +66,25 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
         "softmax.hdf5",
         "training_config.json",
     ):
-        assert (out / name).is_file(), name
+        assert name in trained_run["first_files"], name
+    out = trained_run["out"]
     assert json.loads((out / "options.json").read_text())["char_cnn"]["n_characters"] == 262
     with h5py.File(out / "lm_weights.hdf5") as handle:
         assert "CNN_proj/W_proj" in handle
     # The vocabulary was built from the data: specials first, then by frequency.
     assert (out / "vocab.txt").read_text().split("\n")[:4] == ["<S>", "</S>", "<UNK>", "of"]
-    shutil.copy(out / "lm_weights.hdf5", tmp_path / "step3.hdf5")
-    # A second run into the same folder must resume explicitly.
-    assert main(argv[:-4] + ["--steps", "5"]) == 2
-    assert "already holds checkpoints: pass --resume" in capsys.readouterr().err
-    assert main(["train", "--output", str(out), "--steps", "5", "--resume"]) == 0
-    assert "trained 5 steps" in capsys.readouterr().out
+
+
+def test_a_second_train_into_the_folder_must_resume(trained_run):
+    code, _, err = trained_run["again"]
+    assert code == 2 and "already holds checkpoints: pass --resume" in err
+    code, printed, err = trained_run["resumed"]
+    assert code == 0, err
+    assert "trained 5 steps" in printed
+
+
+def test_evaluate_reports_the_perplexities(trained_run, capsys):
+    out, data = trained_run["out"], trained_run["data"]
     assert main(["evaluate", "--model", str(out), "--data", data]) == 0
     printed = capsys.readouterr().out
     for line in ("forward perplexity:", "backward perplexity:", "average perplexity:"):
@@ -74,41 +99,23 @@ def test_train_resume_and_evaluate(bilm_tf_fixture, config_file, tmp_path, capsy
     assert main(["evaluate", "--model", str(out), "--data", data, "--basis-vocab", "nope"]) == 2
     assert "--basis-vocab: file not found: nope" in capsys.readouterr().err
 
-    # `snapshot`: any kept checkpoint, written as training writes its end.
+
+def test_snapshot_writes_any_kept_checkpoint(trained_run, tmp_path, capsys):
+    """`snapshot`: any kept checkpoint, written as training writes its end, into a folder
+    whose parents are made."""
+    out = trained_run["out"]
+    snap3 = tmp_path / "snapshots" / "snap3"
     assert (
-        main(
-            [
-                "snapshot",
-                "--run",
-                str(out),
-                "--checkpoint",
-                "ckpt-3",
-                "--output",
-                str(tmp_path / "snapshots" / "snap3"),
-            ]
-        )
-        == 0
+        main(["snapshot", "--run", str(out), "--checkpoint", "ckpt-3", "--output", str(snap3)]) == 0
     )
     assert "ckpt-3" in capsys.readouterr().out
-    snap3 = tmp_path / "snapshots" / "snap3" / "lm_weights.hdf5"
-    assert hdf5_bytes(snap3) == hdf5_bytes(tmp_path / "step3.hdf5")
+    step3 = trained_run["tmp"] / "step3.hdf5"
+    assert hdf5_bytes(snap3 / "lm_weights.hdf5") == hdf5_bytes(step3)
     assert main(["snapshot", "--run", str(out), "--output", str(tmp_path / "snap5")]) == 0
     assert hdf5_bytes(tmp_path / "snap5" / "lm_weights.hdf5") == hdf5_bytes(out / "lm_weights.hdf5")
     assert (tmp_path / "snap5" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
-    assert (
-        main(
-            [
-                "snapshot",
-                "--run",
-                str(out),
-                "--checkpoint",
-                "ckpt-4",
-                "--output",
-                str(tmp_path / "snap4"),
-            ]
-        )
-        == 2
-    )
+    snap4 = str(tmp_path / "snap4")
+    assert main(["snapshot", "--run", str(out), "--checkpoint", "ckpt-4", "--output", snap4]) == 2
     assert "kept: ckpt-3, ckpt-5" in capsys.readouterr().err
     assert main(["snapshot", "--run", str(out), "--output", str(tmp_path / "snap5")]) == 2
     assert "pass --overwrite" in capsys.readouterr().err

@@ -1,8 +1,6 @@
 """SavedModel export: signatures, parity with Keras, padding, state, loading without elmo-keras."""
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -12,6 +10,7 @@ from export_helpers import SENTENCES, assert_outputs_close, keras_outputs
 
 from elmo_keras.text.char_ids import batch_to_char_ids
 from elmo_keras.text.tokenization import tokenize_python
+from tests.fresh_interpreter import run_script
 
 BATCHES = [
     [SENTENCES[1]],  # a batch of one, a sentence of one token
@@ -174,16 +173,7 @@ def test_loads_in_fresh_process_without_elmo_keras(exported, tmp_path):
         """
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().endswith("ok")
+    assert run_script(script, env=env, cwd=tmp_path).stdout.strip().endswith("ok")
 
 
 def test_default_mix_is_uniform(exported):

@@ -15,6 +15,7 @@ from export_helpers import SENTENCES, assert_outputs_close, keras_outputs, make_
 
 from elmo_keras.text.char_ids import batch_to_char_ids
 from elmo_keras.text.tokenization import tokenize_python
+from tests.fresh_interpreter import run_script
 
 TEXTS = ["The cat sat on the mat.", "Hi", "Déjà vu,  naïve café!"]
 
@@ -177,13 +178,4 @@ def test_tensorflow_hub_keras_layer(exported, tmp_path):
         """
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().endswith("ok")
+    assert run_script(script, env=env, cwd=tmp_path).stdout.strip().endswith("ok")

@@ -130,7 +130,8 @@ def test_packing_plan_layout():
     assert int(plan["n_windows"]) == 1 and int(plan["window"]) == 5
     np.testing.assert_array_equal(plan["counts"], [4, 3, 2, 2, 2])
     np.testing.assert_array_equal(plan["offsets"], [0, 4, 7, 9, 11, 13])
-    np.testing.assert_array_equal(plan["positions"][:5], [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0]])
+    # (batch row, step), time-major, longest rows first: step 0 of rows 1, 3, 0, 4, then step 1
+    np.testing.assert_array_equal(plan["positions"][:5], [[1, 0], [3, 0], [0, 0], [4, 0], [1, 1]])
     # 4 rows x 4 gate inputs a window at the most: 5 steps of 5 rows -> 5 windows of 1 step.
     old = tf_fast_path.WINDOW_ELEMENTS
     try:

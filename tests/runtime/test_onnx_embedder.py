@@ -1,9 +1,6 @@
 """The ONNX Runtime client: parity with Keras, batching by length, order, no TensorFlow."""
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -13,6 +10,7 @@ from elmo_keras.runtime import OnnxEmbedder
 from elmo_keras.runtime.onnx_embedder import ARENA_SHRINKAGE
 from elmo_keras.text.char_ids import batch_to_char_ids
 from elmo_keras.text.tokenization import tokenize_python
+from tests.fresh_interpreter import script_report
 
 SENTENCES = [
     ["A", "much", "longer", "sentence", "that", "goes", "on", "and", "on", "until", "it", "ends"],
@@ -104,16 +102,7 @@ def test_runtime_never_imports_tensorflow_or_keras(onnx_model, tmp_path):
     )
     env = dict(os.environ)
     env.pop("KERAS_BACKEND", None)
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = script_report(script, env=env, cwd=tmp_path, timeout=120)
     assert report["heavy"] == []
     assert report["shapes"] == [[3, 2, 32], [3, 1, 32], [3, 0, 32]]
 

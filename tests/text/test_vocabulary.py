@@ -1,12 +1,10 @@
 """Vocabulary: bilm-tf files, building, round trips, unknown tokens, errors."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from elmo_keras.text import Vocabulary
+from tests.fresh_interpreter import run_script
 
 
 def test_bilm_tf_token_batcher_ids(bilm_tf_fixture):
@@ -166,4 +164,4 @@ def test_package_import_does_not_import_tensorflow():
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, "
         "sorted(m for m in sys.modules if m.startswith(('tensorflow', 'keras')))"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    run_script(code, timeout=60)

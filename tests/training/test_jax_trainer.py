@@ -20,6 +20,7 @@ import pytest
 from elmo_keras.text.char_ids import batch_to_char_ids
 from elmo_keras.training.model_files import save_language_model
 from elmo_keras.training.tf.trainer import Trainer
+from tests.fresh_interpreter import run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SENTENCES = [["The", "bank", "closed", "."], ["A", "river", "bank", "flooded", "today", "."]]
@@ -290,16 +291,7 @@ def test_a_diverged_jax_run_stops_with_one_line_and_keeps_finite_checkpoints(tmp
     argv += ["--output", str(run), "--steps", "6", "--checkpoint-every", "1"]
     argv += ["--strategy", "default", "--learning-rate", "1e30"]
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-c", "import sys; from elmo_keras.cli import main; sys.exit(main())"]
-        + argv,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 1, result.stderr[-3000:]
+    result = run_cli(*argv, cwd=ROOT, env=env, returncode=1)
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("elmo-keras train:")]
     assert "(the run diverged)" in line or "training diverged at step " in line, line
     assert not (run / "lm_weights.hdf5").exists()
