@@ -193,8 +193,14 @@ def make_embedder(args):
     elif not (args.model and is_efml_folder(args.model)):
         options, weights = resolve_model_files(args)  # any download before Keras loads
     select_keras_backend(args.backend)
+    from elmo_keras.backend import keras_backend
     from elmo_keras.models import BiLM
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
+
+    if keras_backend() == "jax":  # before the model loads: its small programs are kept too
+        from elmo_keras import compilation_cache
+
+        compilation_cache.enable()
 
     if efml_name or args.model:  # a folder's config.json (its dictionaries) wins
         bilm = BiLM.from_preset(efml_name or args.model)

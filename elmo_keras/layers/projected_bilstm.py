@@ -14,9 +14,9 @@ def fast_path():
     between the `keras.ops` core and backend code, imported only on its backend.
 
     `elmo_keras.layers.tf_fast_path` on TensorFlow, `elmo_keras.layers.torch_fast_path` on
-    PyTorch. Both offer the same functions: `applies(layer, training, length_aware)`,
-    `packed_bilstm`, `distinct_tokens`, `embed_distinct_tokens` and `scan` (the core path's
-    recurrence on that backend).
+    PyTorch, `elmo_keras.layers.jax_fast_path` on JAX. All three offer the same functions:
+    `applies(layer, training, length_aware)`, `packed_bilstm`, `distinct_tokens`,
+    `embed_distinct_tokens` and `scan` (the core path's recurrence on that backend).
     """
     backend = keras.config.backend()
     if backend == "tensorflow":
@@ -27,6 +27,10 @@ def fast_path():
         from elmo_keras.layers import torch_fast_path  # noqa: PLC0415
 
         return torch_fast_path
+    if backend == "jax":
+        from elmo_keras.layers import jax_fast_path  # noqa: PLC0415
+
+        return jax_fast_path
     return None
 
 

@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 
-from elmo_keras import batching
+from elmo_keras import batching, compilation_cache
 from elmo_keras.embedder import Embedder
 from elmo_keras.models.bilm_vocabulary import token_rows
 
@@ -9,9 +9,11 @@ from elmo_keras.models.bilm_vocabulary import token_rows
 # batch's longest sentence to the next of these token counts (then to multiples of 256), the
 # distinct tokens to a power of two (at least 64), the rows to a power of two (at most the
 # batch size). Padding rows have no token and padding tokens are never gathered, so the
-# rounding changes no number.
+# rounding changes no number; nor does it cost compute: JAX's fast path
+# (`elmo_keras.layers.jax_fast_path`) stops its loops after the last real step, row and token,
+# so the buckets can be coarse (powers of two).
 # How many shapes WikiText-2 valid compiles: docs/backends.md.
-TOKEN_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+TOKEN_BUCKETS = (16, 32, 64, 128, 256)
 
 
 def _round_up(n, minimum=1):
@@ -39,9 +41,12 @@ class BiLMEmbedder(Embedder):
     On TensorFlow the function is a `tf.function` of the length-aware `BiLM` (the biLSTM only
     over real positions); on PyTorch the same length-aware model runs eagerly under
     `torch.inference_mode` (`elmo_keras.layers.torch_fast_path`). On JAX it is `jax.jit` of the
-    model's `stateless_call`, and each batch is padded to a bucketed shape (`TOKEN_BUCKETS`,
-    powers of two for the distinct tokens and rows) so that a long input compiles a few
-    programs; `compiled_shapes` counts them.
+    model's `stateless_call` (the biLM's length-aware path, `elmo_keras.layers.jax_fast_path`),
+    and each batch is padded to a bucketed shape (`TOKEN_BUCKETS`, powers of two for the
+    distinct tokens and rows) so that a long input compiles a few programs; `compiled_shapes`
+    counts them, and JAX's persistent compilation cache keeps them for the next process
+    (`elmo_keras.compilation_cache`: `<cache>/jax-compilation`, `$ELMO_KERAS_JAX_CACHE=off` to
+    turn it off; `compilation_cache` is the folder in use, or `None`).
     Both give the same vectors (within 1e-5, tests/models/test_bilm_embedder.py).
 
     `embed`, `iter_embed` and `embed_text` come from `elmo_keras.embedder.Embedder`, shared
@@ -71,6 +76,7 @@ class BiLMEmbedder(Embedder):
         self.jit_compile = bool(jit_compile)
         self.backend = keras.config.backend()
         self.compiled_shapes = set()
+        self.compilation_cache = None
         if self.backend == "tensorflow":
             self._run = self._tensorflow_function()
         elif self.backend == "jax":
@@ -104,6 +110,7 @@ class BiLMEmbedder(Embedder):
     def _jax_function(self):
         import jax  # noqa: PLC0415  (this backend only)
 
+        self.compilation_cache = compilation_cache.enable()
         bilm = self.bilm
 
         @jax.jit
