@@ -20,6 +20,7 @@ few static row counts:
   distinct tokens to a bucketed count cost nothing. `distinct_tokens` finds them in the graph
   (`jnp.unique` with a static size) when the caller sends plain character ids.
 
+It runs on CPUs (`PLATFORMS`); on an accelerator JAX takes the core path until measured there.
 The numbers are the core path's to float round-off (1e-6 in tests/layers/test_packed_bilstm.py
 and tests/models/test_length_aware.py, which run on every backend with a fast path). The loops
 have dynamic trip counts, which reverse-mode differentiation cannot go through: the path runs
@@ -37,6 +38,12 @@ import keras
 # referenced row, so a bucketed (padded) count of distinct tokens costs at most one chunk more.
 CHAR_CNN_CHUNK = 64
 
+# Where the path runs. Measured on CPUs only: on a GPU the core path (one `lax.scan` per layer and
+# direction, a static trip count) ran at 1.06x the plain-JAX reference, while a loop of dynamic
+# length may need the host at every step there; benchmarks/accelerator.py times both on a GPU
+# (its "fast path" rows add the device's platform here) before the GPU is added.
+PLATFORMS = ("cpu",)
+
 # The input products are taken over the real positions only, this many rows at a time.
 PROJECTION_CHUNK = 128
 
@@ -45,9 +52,15 @@ SMALLEST_PHASE = 4
 
 
 def applies(layer, training, length_aware):
-    """Whether a call of `layer` takes this path: `length_aware` and `training` a falsy value
-    (the loops of dynamic length are not reverse-differentiable: training takes the core)."""
-    return bool(length_aware) and not training and keras.config.backend() == "jax"
+    """Whether a call of `layer` takes this path: `length_aware`, `training` a falsy value (the
+    loops of dynamic length are not reverse-differentiable: training takes the core), and JAX's
+    default device one of `PLATFORMS`."""
+    return (
+        bool(length_aware)
+        and not training
+        and keras.config.backend() == "jax"
+        and jax.default_backend() in PLATFORMS
+    )
 
 
 def scan(step, init, xs, *args, **kwargs):
