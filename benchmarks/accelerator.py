@@ -252,7 +252,7 @@ def embedding(args, results, natural):
     """(f) `embed` end to end vs compute-only and (g) the length-aware path vs the core path
     (`accelerator_embed.py`), fp32."""
     config = SMALL if args.small else FULL
-    n_lines = min(args.embed_lines, 200) if args.small else args.embed_lines
+    n_lines = min(args.embed_lines, 48) if args.small else args.embed_lines
     lines = natural_batch(args.wikitext, n_lines) if args.wikitext.is_file() else natural
     with jax.default_matmul_precision("highest"):
         results["embed"] = accelerator_embed.embed_speed(config, lines, 8 if args.small else 64)

@@ -46,7 +46,9 @@ class BiLMEmbedder(Embedder):
     distinct tokens and rows) so that a long input compiles a few programs; `compiled_shapes`
     counts them, and JAX's persistent compilation cache keeps them for the next process
     (`elmo_keras.compilation_cache`: `<cache>/jax-compilation`, `$ELMO_KERAS_JAX_CACHE=off` to
-    turn it off; `compilation_cache` is the folder in use, or `None`).
+    turn it off; `compilation_cache` is the folder in use, or `None`). `embed` and `iter_embed`
+    on JAX keep two batches in flight (`start_batch`): the next batch's token rows are made,
+    and this one's arrays used, while the program runs.
     Both give the same vectors (within 1e-5, tests/models/test_bilm_embedder.py).
 
     `embed`, `iter_embed` and `embed_text` come from `elmo_keras.embedder.Embedder`, shared
@@ -119,13 +121,35 @@ class BiLMEmbedder(Embedder):
             outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
             return outputs["activations"]
 
-        def call(ids, index):
+        def dispatch(ids, index):  # returns at once: JAX computes while the host goes on
             ids, index = self._bucketed(ids, index)
             self.compiled_shapes.add((ids.shape[0], *index.shape))
-            return np.asarray(run(*self._jax_weights(), ids, index))
+            return run(*self._jax_weights(), ids, index)
 
         self._jitted = run  # the program alone (benchmarks/accelerator_embed.py times it)
-        return call
+        self._dispatch = dispatch
+        self.start_batch = self._start_batch
+        return lambda ids, index: np.asarray(dispatch(ids, index))
+
+    def _start_batch(self, sentences):
+        """JAX's `start_batch`: the batch's program started; the returned callable waits for
+        it and returns the arrays (so the next batch is prepared, and this one's arrays used,
+        while it runs)."""
+        sentences = batching.as_sentences(sentences)
+        if not any(sentences):
+            arrays = [self._empty() for _ in sentences]
+            return lambda: arrays
+        token_char_ids, token_index = token_rows(self.bilm, sentences)
+        running = self._dispatch(token_char_ids.astype(np.int32), token_index.astype(np.int32))
+        return lambda: self._per_sentence(np.asarray(running), sentences)
+
+    @staticmethod
+    def _per_sentence(activations, sentences):
+        """The batch's activations `[rows, layers, steps, 2P]` cut to each sentence."""
+        return [
+            np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)
+            for row, sentence in enumerate(sentences)
+        ]
 
     def _jax_weights(self):
         """`(trainable, non_trainable)` values of the biLM, as the JAX program takes them."""
@@ -190,7 +214,4 @@ class BiLMEmbedder(Embedder):
             return [self._empty() for _ in sentences]
         token_char_ids, token_index = token_rows(self.bilm, sentences)  # the biLM's dictionary
         activations = self._run(token_char_ids.astype(np.int32), token_index.astype(np.int32))
-        return [
-            np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)
-            for row, sentence in enumerate(sentences)
-        ]
+        return self._per_sentence(activations, sentences)
