@@ -90,7 +90,8 @@ class Embedder:
         """Streams the embeddings of any number of sentences, batch by batch.
 
         Reads `sentences` lazily, a chunk at a time (`elmo_keras.batching.iter_embeddings`):
-        memory holds one chunk of token lists and one batch of arrays, however long the input.
+        memory holds one chunk of token lists and one batch of arrays (two with `start_batch`, as
+        on JAX), however long the input.
         The pairs come in batch order, not input order.
 
         Args:
