@@ -17,8 +17,8 @@ few static row counts:
   its own loops (the two in one loop ran 1.2x slower on a CPU).
 - `embed_distinct_tokens`: the char CNN over the distinct tokens in chunks of
   `CHAR_CNN_CHUNK` rows, in a loop that stops after the last row referenced: rows padding the
-  distinct tokens to a bucketed count cost nothing. `distinct_tokens` finds them in the graph
-  (`jnp.unique` with a static size) when the caller sends plain character ids.
+  distinct tokens to a bucketed count cost nothing. With plain character ids every position is
+  its own row (`distinct_tokens`).
 
 It runs on CPUs (`PLATFORMS`); on an accelerator JAX takes the core path until measured there.
 The numbers are the core path's to float round-off (1e-6 in tests/layers/test_packed_bilstm.py
@@ -196,15 +196,14 @@ def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
 
 
 def distinct_tokens(char_ids):
-    """`[B, T, C]` -> `(token_char_ids [B * T, C], token_index [B, T])`: exact deduplication in
-    the graph (a static size, the distinct rows first), `-1` marking padding."""
+    """`[B, T, C]` -> `(token_char_ids [B * T, C], token_index [B, T])`: every position its own
+    row (`-1` marking padding), no deduplication in the graph (`jnp.unique` over rows compiled
+    3x slower than the whole core path); callers that want each distinct token once send
+    `token_char_ids` and `token_index` (as `BiLMEmbedder` does)."""
     char_ids = jnp.asarray(char_ids, "int32")
-    flat = char_ids.reshape(-1, char_ids.shape[-1])
-    distinct, index = jnp.unique(
-        flat, axis=0, size=flat.shape[0], fill_value=0, return_inverse=True
-    )
-    index = index.reshape(char_ids.shape[:2])
-    return distinct, jnp.where(char_ids[:, :, 0] != 0, index, -1)
+    batch, steps = char_ids.shape[0], char_ids.shape[1]
+    index = jnp.arange(batch * steps, dtype="int32").reshape(batch, steps)
+    return char_ids.reshape(-1, char_ids.shape[-1]), jnp.where(char_ids[:, :, 0] != 0, index, -1)
 
 
 def _chunked_char_cnn(char_cnn, ids, used):
