@@ -27,7 +27,7 @@ def test_accelerator_check_runs_on_cpu(tmp_path):
     # machine's speed (80 tiny steps took WikiText-2 valid from 36,450 to 7,851 here; 10 seconds
     # of a loaded 2-core machine were 26 steps and 26,985, which failed the halving).
     command += ["--steps", "2", "--run-steps", "80"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads(out.read_text())
     for precision in ("fp32", "tf32"):
