@@ -91,9 +91,10 @@ def fast_path_speed(config, sentences, calls):
         for name, flag in (("length_aware", True), ("core", False)):
 
             def run(trainable, non_trainable, inputs, flag=flag):
-                outputs, _ = bilm.stateless_call(
-                    trainable, non_trainable, inputs, training=False, length_aware=flag
-                )
+                with jax_fast_path.inference():
+                    outputs, _ = bilm.stateless_call(
+                        trainable, non_trainable, inputs, training=False, length_aware=flag
+                    )
                 return outputs["activations"]
 
             run = jax.jit(run)

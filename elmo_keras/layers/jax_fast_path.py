@@ -24,11 +24,14 @@ It runs on CPUs (`PLATFORMS`); on an accelerator JAX takes the core path until m
 The numbers are the core path's to float round-off (1e-6 in tests/layers/test_packed_bilstm.py
 and tests/models/test_length_aware.py, which run on every backend with a fast path). The loops
 have dynamic trip counts, which reverse-mode differentiation cannot go through: the path runs
-only at inference (`applies`: `training` falsy), never in the trainers, which pass
-`training=True`.
+only inside `inference()` (`BiLMEmbedder` enters it), at inference (`training` falsy); every
+other call on JAX, `jax.grad` of an inference call included, takes the core path.
 
 Imported only when JAX is the Keras backend: on another backend nothing imports jax.
 """
+
+import contextlib
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -51,12 +54,27 @@ PROJECTION_CHUNK = 128
 SMALLEST_PHASE = 4
 
 
+_INFERENCE = threading.local()
+
+
+@contextlib.contextmanager
+def inference():
+    """Calls traced inside take this path (where `applies`): for callers that never take a
+    gradient, as `BiLMEmbedder`. Outside, JAX takes the core path, so that `jax.grad` of an
+    inference call (`training` falsy) still works: these loops are not reverse-differentiable."""
+    _INFERENCE.depth = getattr(_INFERENCE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _INFERENCE.depth -= 1
+
+
 def applies(layer, training, length_aware):
-    """Whether a call of `layer` takes this path: `length_aware`, `training` a falsy value (the
-    loops of dynamic length are not reverse-differentiable: training takes the core), and JAX's
-    default device one of `PLATFORMS`."""
+    """Whether a call of `layer` takes this path: inside `inference()`, `length_aware`,
+    `training` a falsy value, and JAX's default device one of `PLATFORMS`."""
     return (
-        bool(length_aware)
+        getattr(_INFERENCE, "depth", 0) > 0
+        and bool(length_aware)
         and not training
         and keras.config.backend() == "jax"
         and jax.default_backend() in PLATFORMS

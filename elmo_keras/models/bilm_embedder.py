@@ -115,10 +115,13 @@ class BiLMEmbedder(Embedder):
         self.compilation_cache = compilation_cache.enable()
         bilm = self.bilm
 
+        from elmo_keras.layers import jax_fast_path  # noqa: PLC0415  (this backend only)
+
         @jax.jit
         def run(trainable, non_trainable, token_char_ids, token_index):
             inputs = {"token_char_ids": token_char_ids, "token_index": token_index}
-            outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
+            with jax_fast_path.inference():  # no gradient here: the length-aware path
+                outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
             return outputs["activations"]
 
         def dispatch(ids, index):  # returns at once: JAX computes while the host goes on

@@ -6,6 +6,8 @@ running backend's fast path (`projected_bilstm.fast_path()`: TensorFlow's, PyTor
 JAX's) is the one tested.
 """
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -19,6 +21,15 @@ FAST_PATH = fast_path()
 pytestmark = pytest.mark.skipif(
     FAST_PATH is None, reason=f"no fast path on KERAS_BACKEND={keras.config.backend()}"
 )
+
+
+@pytest.fixture(autouse=True)
+def _jax_inference():
+    """On JAX the fast path runs inside `jax_fast_path.inference()` (BiLMEmbedder's context)."""
+    with getattr(FAST_PATH, "inference", contextlib.nullcontext)():
+        yield
+
+
 tensorflow_only = pytest.mark.tensorflow_only
 torch_only = pytest.mark.skipif(keras.config.backend() != "torch", reason="PyTorch's autograd")
 

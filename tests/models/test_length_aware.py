@@ -5,6 +5,8 @@ against the published fixtures and the NumPy reference. The running backend's fa
 (`projected_bilstm.fast_path()`: TensorFlow's, PyTorch's or JAX's) is the one tested.
 """
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -19,6 +21,13 @@ FAST_PATH = fast_path()
 BACKEND = keras.config.backend()
 
 pytestmark = pytest.mark.skipif(FAST_PATH is None, reason=f"no fast path on {BACKEND}")
+
+
+@pytest.fixture(autouse=True)
+def _jax_inference():
+    """On JAX the fast path runs inside `jax_fast_path.inference()` (BiLMEmbedder's context)."""
+    with getattr(FAST_PATH, "inference", contextlib.nullcontext)():
+        yield
 
 
 CONFIG = {"lstm_units": 16, "projection_dim": 6, "filters": [(1, 4), (2, 6)], "n_highway": 1}
