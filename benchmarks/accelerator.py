@@ -14,10 +14,13 @@ network). One table, and the same as JSON with `--json`:
     (`mixed_bfloat16`): median tokens/s of `--calls` jitted calls after a compiling one, and
     TFLOP/s (the model's FLOP per real token, dense count, times tokens/s);
 (c) the device's peak memory over the run (`memory_stats()`; the process's peak RSS on a CPU);
+(f), (g) embedding: `BiLMEmbedder` end to end (`--embed-lines` WikiText-2 sentences, `--layers
+    average`, hdf5 written) against its compute alone, and the length-aware inference path
+    against the core path on the natural batch (`accelerator_embed.py`);
 (d), (e) training: the real trainer's step for `original` at 128 x 20 and 512 x 20 in bf16, TF32
     and fp32, and a short WikiText-2 run whose held-out perplexity must fall
     (`accelerator_training.py`; `--train-budget` seconds bound them);
-(f) PyTorch: the fixtures with TF32 off, `BiLMEmbedder` and `elmo_keras.allennlp.Elmo` at the
+(h) PyTorch: the fixtures with TF32 off, `BiLMEmbedder` and `elmo_keras.allennlp.Elmo` at the
     first two batch sizes against the reference's AllenNLP-style torch loop
     (`accelerator_torch.py`, a process of its own; skipped without torch).
 
@@ -53,6 +56,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import accelerator_embed  # noqa: E402
 import accelerator_torch  # noqa: E402
 import accelerator_training  # noqa: E402
 import fixture_check  # noqa: E402
@@ -165,6 +169,9 @@ def main():
     )
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per row")
     parser.add_argument(
+        "--embed-lines", type=int, default=20000, help="WikiText-2 sentences of (f) (default 20000)"
+    )
+    parser.add_argument(
         "--run-seconds", type=float, default=60, help="training seconds of the short run (e)"
     )
     parser.add_argument(
@@ -224,16 +231,31 @@ def main():
                 )
             results["speed"].append(row)
             print(json.dumps(row), flush=True)
-    # (f) the same on Keras's PyTorch backend, in a process of its own (accelerator_torch.py)
+    embedding(args, results, natural)
+    # (h) the same on Keras's PyTorch backend, in a process of its own (accelerator_torch.py)
     results["torch"] = accelerator_torch.section(args.small, args.calls, workloads[:2])
     results["training"] = training(args)
     results["peak_memory_mb"], results["peak_memory_kind"] = peak_memory_mb()
     results["seconds"] = time.perf_counter() - started
     print(report(results) + "\n" + accelerator_training.report(results["training"]))
+    print(accelerator_embed.report(results["embed"], results["fast_path"]))
     print(accelerator_torch.report(results["torch"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")
+
+
+def embedding(args, results, natural):
+    """(f) `embed` end to end vs compute-only and (g) the length-aware path vs the core path
+    (`accelerator_embed.py`), fp32."""
+    config = SMALL if args.small else FULL
+    n_lines = min(args.embed_lines, 48) if args.small else args.embed_lines
+    lines = natural_batch(args.wikitext, n_lines) if args.wikitext.is_file() else natural
+    with jax.default_matmul_precision("highest"):
+        results["embed"] = accelerator_embed.embed_speed(config, lines, 8 if args.small else 64)
+        print(json.dumps(results["embed"]), flush=True)
+        results["fast_path"] = accelerator_embed.fast_path_speed(config, natural, args.calls)
+        print(json.dumps(results["fast_path"]), flush=True)
 
 
 def training(args):

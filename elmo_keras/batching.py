@@ -6,6 +6,7 @@ through the indices each batch carries. `iter_embeddings` does the same on a str
 its input a chunk at a time, so memory does not grow with the input.
 """
 
+import collections
 import itertools
 
 from elmo_keras.validation import check_int
@@ -119,6 +120,7 @@ def iter_embeddings(
     chunk_size=10000,
     empty=None,
     progress=None,
+    start_batch=None,
 ):
     """Embeds a stream of sentences, yielding `(index, array)` pairs as each batch finishes.
 
@@ -126,8 +128,8 @@ def iter_embeddings(
     rules of `as_sentences` (an error names its position in the whole input). Each chunk is
     cut into batches by `length_batches` (shortest first), and each batch is one call of
     `embed_batch`. Memory: one chunk of token lists and one batch of arrays at a time, however
-    long the input. The pairs come in batch order, not input order: `index` (0-based, in the
-    whole input) says where each belongs.
+    long the input (two batches with `start_batch`). The pairs come in batch order, not input
+    order: `index` (0-based, in the whole input) says where each belongs.
 
     Args:
         embed_batch: callable. Takes a list of token lists, returns a list of arrays in the
@@ -144,6 +146,11 @@ def iter_embeddings(
             batch of their own).
         progress: callable or `None`. Called with the number of sentences done after each
             batch (once its pairs have been taken). Defaults to `None`.
+        start_batch: callable or `None`. Used instead of `embed_batch` when given: starts a
+            batch's model call without waiting for it and returns a callable that returns the
+            arrays. The next batch is prepared and started before a batch's arrays are taken,
+            so preparing it, and whatever the caller does with the pairs (writing them), overlap
+            the model's work (JAX dispatches asynchronously). Defaults to `None`.
 
     Returns:
         An iterator over `(index, array)` pairs, one per sentence.
@@ -159,32 +166,55 @@ def iter_embeddings(
     chunk_size = check_int("chunk_size", chunk_size)
     _check_callable("empty", empty, allow_none=True)
     _check_callable("progress", progress, allow_none=True)
+    _check_callable("start_batch", start_batch, allow_none=True)
     items = _iterate(sentences, "sentences")  # a bad input fails here, not at the first pair
     checked = (_check_sentence(s, index, "sentences") for index, s in enumerate(items))
-    batching = (batch_size, max_tokens)
-    return _stream(embed_batch, checked, batching, chunk_size, empty, progress)
+    started = _started(
+        embed_batch, start_batch, checked, (batch_size, max_tokens), chunk_size, empty
+    )
+    return _stream(started, 1 if start_batch is not None else 0, progress)
 
 
-def _stream(embed_batch, sentences, batching, chunk_size, empty, progress):
+def _started(embed_batch, start_batch, sentences, batching, chunk_size, empty):
+    """`(indices, finish, running)` per batch, in batch order: `finish()` returns the batch's
+    arrays; `running`: its model call is already under way (`start_batch`)."""
     batch_size, max_tokens = batching
-    offset = done = 0
+    offset = 0
     while chunk := list(itertools.islice(sentences, chunk_size)):
         for indices in _length_batches(chunk, batch_size, max_tokens):
             for start in range(0, len(indices), batch_size):  # the empty group may be larger
                 rows = indices[start : start + batch_size]
-                if empty is not None and not chunk[rows[0]]:
-                    arrays = [empty() for _ in rows]
+                batch = [chunk[i] for i in rows]
+                running = start_batch is not None and not (empty is not None and not batch[0])
+                if empty is not None and not batch[0]:
+                    finish = lambda n=len(rows): [empty() for _ in range(n)]  # noqa: E731
+                elif running:
+                    finish = start_batch(batch)
                 else:
-                    arrays = embed_batch([chunk[i] for i in rows])
-                if len(arrays) != len(rows):
-                    raise ValueError(
-                        f"`embed_batch` must return one array per sentence: {len(rows)} "
-                        f"sentences gave {len(arrays)} arrays"
-                    )
-                for i, array in zip(rows, arrays, strict=True):
-                    yield offset + i, array
-                del arrays, array  # the next batch's arrays replace them, not join them
-                done += len(rows)
-                if progress is not None:
-                    progress(done)
+                    finish = lambda batch=batch: embed_batch(batch)  # noqa: E731
+                yield [offset + i for i in rows], finish, running
         offset += len(chunk)
+
+
+def _stream(started, ahead, progress):
+    """The pairs of each batch; with `ahead`, a batch is finished once `ahead` model calls
+    after it are running (a batch of empty sentences, instant, does not count)."""
+    pending = collections.deque()
+    done = 0
+    for item in itertools.chain(started, [None]):
+        if item is not None:
+            pending.append(item)
+        while pending and (item is None or (len(pending) > ahead and (not ahead or item[2]))):
+            indices, finish, _ = pending.popleft()
+            arrays = finish()
+            if len(arrays) != len(indices):
+                raise ValueError(
+                    f"`embed_batch` must return one array per sentence: {len(indices)} "
+                    f"sentences gave {len(arrays)} arrays"
+                )
+            for index, array in zip(indices, arrays, strict=True):
+                yield index, array
+            del arrays, array, finish  # the next batch's arrays replace them, not join them
+            done += len(indices)
+            if progress is not None:
+                progress(done)

@@ -40,6 +40,11 @@ class Embedder:
     [(2, 2, 4), (2, 0, 4), (2, 1, 4)]
     """
 
+    # Optional: a callable that starts one batch's model call and returns a callable giving its
+    # arrays (`elmo_keras.batching.iter_embeddings`' `start_batch`: the next batch is prepared
+    # and started while one batch's arrays are taken and used). `None`: `embed_batch` only.
+    start_batch = None
+
     def __init__(self, batch_size=64, max_tokens=None):
         self.batch_size = check_int("batch_size", batch_size)
         self.max_tokens = check_int("max_tokens", max_tokens, allow_none=True)
@@ -85,7 +90,8 @@ class Embedder:
         """Streams the embeddings of any number of sentences, batch by batch.
 
         Reads `sentences` lazily, a chunk at a time (`elmo_keras.batching.iter_embeddings`):
-        memory holds one chunk of token lists and one batch of arrays, however long the input.
+        memory holds one chunk of token lists and one batch of arrays (two with `start_batch`, as
+        on JAX), however long the input.
         The pairs come in batch order, not input order.
 
         Args:
@@ -107,6 +113,7 @@ class Embedder:
             self.max_tokens,
             empty=self._empty,
             progress=progress,
+            start_batch=self.start_batch,
         )
 
     def embed(self, sentences, progress=None):

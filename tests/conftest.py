@@ -14,6 +14,9 @@ if os.environ["KERAS_BACKEND"] == "jax":
     # shape and op; LLVM's optimisations were most of its time (a CharCNN build: 6.5 s -> 1.9 s
     # of CPU) and buy nothing on test-sized tensors. A user's own XLA_FLAGS win.
     os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# JAX's persistent compilation cache (elmo_keras.compilation_cache) stays out of the user's
+# cache folder during tests; tests/test_compilation_cache.py turns it on in a temporary one.
+os.environ.setdefault("ELMO_KERAS_JAX_CACHE", "off")
 if os.environ["KERAS_BACKEND"] == "torch":
     # The PyTorch pass (see the Makefile) runs where TensorFlow and JAX cannot load, as for a
     # user with `pip install "elmo-keras[torch]"` alone: a `None` entry in `sys.modules` makes

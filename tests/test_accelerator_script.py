@@ -47,7 +47,15 @@ def test_accelerator_check_runs_on_cpu(tmp_path):
         assert run["steps"] == 80, run
         assert run["perplexity_after"] < 0.5 * run["perplexity_before"], run
     assert "| training step |" in result.stdout
-    # (f) the PyTorch section, in a process of its own: the fixtures, both models' rows, and the
+    # Embedding: end to end (layers averaged, hdf5 written) and the compute alone, each bucketed
+    # shape compiled once; the length-aware path and the core path on the natural batch.
+    embed = results["embed"]
+    assert embed["sentences"] == 48 and embed["shapes"] >= 1
+    assert embed["end_to_end_tokens_per_s"] > 0 and embed["compute_tokens_per_s"] > 0
+    fast = results["fast_path"]
+    assert fast["length_aware_tokens_per_s"] > 0 and fast["core_tokens_per_s"] > 0
+    assert "| `embed`, --layers average |" in result.stdout
+    # (h) the PyTorch section, in a process of its own: the fixtures, both models' rows, and the
     # reference's AllenNLP-style loop at the same batch sizes where ../shared is there.
     section = results["torch"]
     if importlib.util.find_spec("torch") is None:

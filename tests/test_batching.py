@@ -151,6 +151,40 @@ def test_iter_embeddings_yields_every_index_with_its_own_array():
     assert seen == sorted(seen) and seen[-1] == len(sentences)  # after each batch
 
 
+def test_start_batch_keeps_the_next_batch_started_while_one_is_used():
+    """With `start_batch` each batch is started before the previous one's arrays are taken
+    (and before its pairs reach the caller); the pairs and progress are those of
+    `embed_batch`."""
+    sentences = [["w" * (k % 5 + 1)] * (k % 9) for k in range(40)]
+    events = []
+
+    def start(batch):
+        number = sum(1 for e in events if e[0] == "start")
+        events.append(("start", number))
+        arrays = _fake_embed(batch)
+        return lambda: events.append(("finish", number)) or arrays
+
+    def embed_only(batch):
+        raise AssertionError("embed_batch ran although start_batch was given")
+
+    seen, taken = [], []
+    arguments = dict(batch_size=4, chunk_size=15, empty=lambda: np.zeros((0, 2)))
+    for index, array in iter_embeddings(
+        embed_only, iter(sentences), start_batch=start, progress=seen.append, **arguments
+    ):
+        taken.append((index, array))
+        events.append(("pair", index))
+    want = list(iter_embeddings(_fake_embed, sentences, **arguments))
+    assert [i for i, _ in taken] == [i for i, _ in want]
+    for (_, got), (_, expected) in zip(taken, want, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert seen[-1] == len(sentences)
+    started = [n for kind, n in events if kind == "start"]
+    for number in started[:-1]:  # batch n + 1 was started before batch n finished
+        assert events.index(("start", number + 1)) < events.index(("finish", number))
+    assert len(started) == 4 + 4 + 3  # chunks of 13, 13 and 9 sentences with tokens, by 4
+
+
 def test_iter_embeddings_sorts_within_a_chunk_only():
     sentences = [["a"] * n for n in (5, 1, 3, 4, 2, 0)]
     pairs = iter_embeddings(_fake_embed, sentences, batch_size=1, chunk_size=3)

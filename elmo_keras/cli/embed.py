@@ -203,7 +203,13 @@ def make_embedder(args):
             raise CommandError(f"--model: {error}{hint}") from None  # missing, or a folder
     source = resolve_model(args)  # any download before Keras loads
     select_keras_backend(args.backend)
+    from elmo_keras.backend import keras_backend
     from elmo_keras.models.bilm_embedder import BiLMEmbedder
+
+    if keras_backend() == "jax":  # before the model loads: its small programs are kept too
+        from elmo_keras import compilation_cache
+
+        compilation_cache.enable()
 
     bilm = load_model(source)
     return BiLMEmbedder(bilm, batch_size=args.batch_size, max_tokens=args.max_tokens)

@@ -14,16 +14,16 @@ def fast_path():
     between the `keras.ops` core and backend code, imported only on its backend.
 
     `elmo_keras.layers.tf_fast_path` on TensorFlow, `elmo_keras.layers.torch_fast_path` on
-    PyTorch. Both offer the same functions: `applies(layer, training, length_aware)`,
-    `packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c)` (a built
-    `ProjectedBiLSTM`, both directions' inputs `[B, T, F]` in natural order, int lengths `[B]`,
-    states `[B, 2, n_layers, P]` and `[B, 2, n_layers, U]` -> `(outputs [B, n_layers, T, 2P],
-    state_h, state_c)` as the core path's), `distinct_tokens`, `embed_distinct_tokens` (as
-    `CharCNN.embed_distinct`, for int token rows) and `scan` (the core path's recurrence on
-    that backend). TensorFlow's supplies only what differs from the core (the packing plan and
-    the packed recurrence, the chunked char CNN, `scan`) and hands them to the core's
-    `ProjectedBiLSTM.run_directions` and `CharCNN.embed_distinct`; PyTorch's packs both
-    directions in place, under `torch.inference_mode`.
+    PyTorch, `elmo_keras.layers.jax_fast_path` on JAX. All three offer the same functions:
+    `applies(layer, training, length_aware)`, `packed_bilstm(bilstm, inputs, backward_inputs,
+    lengths, state_h, state_c)` (a built `ProjectedBiLSTM`, both directions' inputs `[B, T, F]` in
+    natural order, int lengths `[B]`, states `[B, 2, n_layers, P]` and `[B, 2, n_layers, U]` ->
+    `(outputs [B, n_layers, T, 2P], state_h, state_c)` as the core path's), `distinct_tokens`,
+    `embed_distinct_tokens` (as `CharCNN.embed_distinct`, for int token rows) and `scan` (the
+    core path's recurrence on that backend). TensorFlow's supplies only what differs from the
+    core (the packing plan and the packed recurrence, the chunked char CNN, `scan`) and hands
+    them to the core's `ProjectedBiLSTM.run_directions` and `CharCNN.embed_distinct`; PyTorch's
+    packs both directions in place, under `torch.inference_mode`.
     """
     backend = keras.config.backend()
     if backend == "tensorflow":
@@ -34,6 +34,10 @@ def fast_path():
         from elmo_keras.layers import torch_fast_path  # noqa: PLC0415
 
         return torch_fast_path
+    if backend == "jax":
+        from elmo_keras.layers import jax_fast_path  # noqa: PLC0415
+
+        return jax_fast_path
     return None
 
 

@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 
-from elmo_keras import batching
+from elmo_keras import batching, compilation_cache
 from elmo_keras.embedder import Embedder
 from elmo_keras.models.bilm_vocabulary import token_rows
 
@@ -9,9 +9,11 @@ from elmo_keras.models.bilm_vocabulary import token_rows
 # batch's longest sentence to the next of these token counts (then to multiples of 256), the
 # distinct tokens to a power of two (at least 64), the rows to a power of two (at most the
 # batch size). Padding rows have no token and padding tokens are never gathered, so the
-# rounding changes no number.
+# rounding changes no number; nor does it cost compute: JAX's fast path
+# (`elmo_keras.layers.jax_fast_path`) stops its loops after the last real step, row and token,
+# so the buckets can be coarse (powers of two).
 # How many shapes WikiText-2 valid compiles: docs/backends.md.
-TOKEN_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+TOKEN_BUCKETS = (16, 32, 64, 128, 256)
 
 
 def _round_up(n, minimum=1):
@@ -39,9 +41,14 @@ class BiLMEmbedder(Embedder):
     On TensorFlow the function is a `tf.function` of the length-aware `BiLM` (the biLSTM only
     over real positions); on PyTorch the same length-aware model runs eagerly under
     `torch.inference_mode` (`elmo_keras.layers.torch_fast_path`). On JAX it is `jax.jit` of the
-    model's `stateless_call`, and each batch is padded to a bucketed shape (`TOKEN_BUCKETS`,
-    powers of two for the distinct tokens and rows) so that a long input compiles a few
-    programs; `compiled_shapes` counts them.
+    model's `stateless_call` (the biLM's length-aware path, `elmo_keras.layers.jax_fast_path`),
+    and each batch is padded to a bucketed shape (`TOKEN_BUCKETS`, powers of two for the
+    distinct tokens and rows) so that a long input compiles a few programs; `compiled_shapes`
+    counts them, and JAX's persistent compilation cache keeps them for the next process
+    (`elmo_keras.compilation_cache`: `<cache>/jax-compilation`, `$ELMO_KERAS_JAX_CACHE=off` to
+    turn it off; `compilation_cache` is the folder in use, or `None`). `embed` and `iter_embed`
+    on JAX keep two batches in flight (`start_batch`): the next batch's token rows are made,
+    and this one's arrays used, while the program runs.
     Both give the same vectors (within 1e-5, tests/models/test_bilm_embedder.py).
 
     `embed`, `iter_embed` and `embed_text` come from `elmo_keras.embedder.Embedder`, shared
@@ -71,6 +78,7 @@ class BiLMEmbedder(Embedder):
         self.jit_compile = bool(jit_compile)
         self.backend = keras.config.backend()
         self.compiled_shapes = set()
+        self.compilation_cache = None
         if self.backend == "tensorflow":
             self._run = self._tensorflow_function()
         elif self.backend == "jax":
@@ -104,22 +112,54 @@ class BiLMEmbedder(Embedder):
     def _jax_function(self):
         import jax  # noqa: PLC0415  (this backend only)
 
+        self.compilation_cache = compilation_cache.enable()
         bilm = self.bilm
+
+        from elmo_keras.layers import jax_fast_path  # noqa: PLC0415  (this backend only)
 
         @jax.jit
         def run(trainable, non_trainable, token_char_ids, token_index):
             inputs = {"token_char_ids": token_char_ids, "token_index": token_index}
-            outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
+            with jax_fast_path.inference():  # no gradient here: the length-aware path
+                outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
             return outputs["activations"]
 
-        def call(ids, index):
+        def dispatch(ids, index):  # returns at once: JAX computes while the host goes on
             ids, index = self._bucketed(ids, index)
             self.compiled_shapes.add((ids.shape[0], *index.shape))
-            trainable = [v.value for v in bilm.trainable_variables]
-            non_trainable = [v.value for v in bilm.non_trainable_variables]
-            return np.asarray(run(trainable, non_trainable, ids, index))
+            return run(*self._jax_weights(), ids, index)
 
-        return call
+        self._jitted = run  # the program alone (benchmarks/accelerator_embed.py times it)
+        self._dispatch = dispatch
+        self.start_batch = self._start_batch
+        return lambda ids, index: np.asarray(dispatch(ids, index))
+
+    def _start_batch(self, sentences):
+        """JAX's `start_batch`: the batch's program started; the returned callable waits for
+        it and returns the arrays (so the next batch is prepared, and this one's arrays used,
+        while it runs)."""
+        sentences = batching.as_sentences(sentences)
+        if not any(sentences):
+            arrays = [self._empty() for _ in sentences]
+            return lambda: arrays
+        token_char_ids, token_index = token_rows(self.bilm, sentences)
+        running = self._dispatch(token_char_ids.astype(np.int32), token_index.astype(np.int32))
+        return lambda: self._per_sentence(np.asarray(running), sentences)
+
+    @staticmethod
+    def _per_sentence(activations, sentences):
+        """The batch's activations `[rows, layers, steps, 2P]` cut to each sentence."""
+        return [
+            np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)
+            for row, sentence in enumerate(sentences)
+        ]
+
+    def _jax_weights(self):
+        """`(trainable, non_trainable)` values of the biLM, as the JAX program takes them."""
+        return (
+            [v.value for v in self.bilm.trainable_variables],
+            [v.value for v in self.bilm.non_trainable_variables],
+        )
 
     def _torch_function(self):
         import torch  # noqa: PLC0415  (this backend only)
@@ -177,7 +217,4 @@ class BiLMEmbedder(Embedder):
             return [self._empty() for _ in sentences]
         token_char_ids, token_index = token_rows(self.bilm, sentences)  # the biLM's dictionary
         activations = self._run(token_char_ids.astype(np.int32), token_index.astype(np.int32))
-        return [
-            np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)
-            for row, sentence in enumerate(sentences)
-        ]
+        return self._per_sentence(activations, sentences)

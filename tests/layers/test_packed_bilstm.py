@@ -2,9 +2,11 @@
 
 The plain path (`length_aware=False`, or `training=True`) is checked against the NumPy
 reference in test_projected_bilstm.py; here the packed path must give its numbers. The
-running backend's fast path (`projected_bilstm.fast_path()`: TensorFlow's or PyTorch's) is
-the one tested; JAX has none and skips the file.
+running backend's fast path (`projected_bilstm.fast_path()`: TensorFlow's, PyTorch's or
+JAX's) is the one tested.
 """
+
+import contextlib
 
 import keras
 import numpy as np
@@ -19,6 +21,15 @@ FAST_PATH = fast_path()
 pytestmark = pytest.mark.skipif(
     FAST_PATH is None, reason=f"no fast path on KERAS_BACKEND={keras.config.backend()}"
 )
+
+
+@pytest.fixture(autouse=True)
+def _jax_inference():
+    """On JAX the fast path runs inside `jax_fast_path.inference()` (BiLMEmbedder's context)."""
+    with getattr(FAST_PATH, "inference", contextlib.nullcontext)():
+        yield
+
+
 tensorflow_only = pytest.mark.tensorflow_only
 torch_only = pytest.mark.skipif(keras.config.backend() != "torch", reason="PyTorch's autograd")
 
@@ -107,13 +118,17 @@ def test_packed_in_a_graph_with_dynamic_shapes_and_backward_inputs():
 
 
 def test_windows_of_the_input_projection(monkeypatch):
-    """Tiny windows (a few rows of gate inputs each) give the same numbers."""
+    """Tiny windows (a few rows of gate inputs each; on JAX, chunks of 1 and 3 packed rows)
+    give the same numbers."""
     rng = np.random.default_rng(6)
     packed, plain = make_pair(rng, 8, 4, 3)
     x, mask = random_batch(rng, [11, 3, 7, 0, 11], 3)
     want = plain(x, mask=mask)
-    for elements in (1, 4 * 8 * 5 * 3):  # windows of 1 and 3 steps
-        monkeypatch.setattr(FAST_PATH, "WINDOW_ELEMENTS", elements)
+    name, sizes = ("WINDOW_ELEMENTS", (1, 4 * 8 * 5 * 3))  # windows of 1 and 3 steps
+    if keras.config.backend() == "jax":
+        name, sizes = ("PROJECTION_CHUNK", (1, 3))
+    for size in sizes:
+        monkeypatch.setattr(FAST_PATH, name, size)
         assert_same(packed(x, mask=mask), want)
 
 

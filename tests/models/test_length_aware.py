@@ -2,9 +2,10 @@
 
 Expected numbers come from the plain path (`length_aware=False`), which test_bilm.py checks
 against the published fixtures and the NumPy reference. The running backend's fast path
-(`projected_bilstm.fast_path()`: TensorFlow's or PyTorch's) is the one tested; JAX has none
-and skips the file.
+(`projected_bilstm.fast_path()`: TensorFlow's, PyTorch's or JAX's) is the one tested.
 """
+
+import contextlib
 
 import keras
 import numpy as np
@@ -20,6 +21,13 @@ FAST_PATH = fast_path()
 BACKEND = keras.config.backend()
 
 pytestmark = pytest.mark.skipif(FAST_PATH is None, reason=f"no fast path on {BACKEND}")
+
+
+@pytest.fixture(autouse=True)
+def _jax_inference():
+    """On JAX the fast path runs inside `jax_fast_path.inference()` (BiLMEmbedder's context)."""
+    with getattr(FAST_PATH, "inference", contextlib.nullcontext)():
+        yield
 
 
 CONFIG = {"lstm_units": 16, "projection_dim": 6, "filters": [(1, 4), (2, 6)], "n_highway": 1}
@@ -164,6 +172,19 @@ def test_embedder_equals_the_plain_model_sentence_by_sentence(models, embedder):
     pairs = dict(embedder.iter_embed(SENTENCES))
     assert sorted(pairs) == list(range(len(SENTENCES)))
     np.testing.assert_array_equal(pairs[3], got[3])
+
+
+def test_length_grouped_batches_equal_one_padded_batch(models):
+    """20 sentences of 1-17 tokens in one padded batch (on JAX every phase of the recurrence
+    runs) and the same sentences grouped by length four at a time: the same vectors per row."""
+    rng = np.random.default_rng(2)
+    words = ["the", "cat", "sat", "a", "é", "on", "mat", "dog", "ran", "b"]
+    lengths = [1, 17, 3, 9, 5, 12, 2, 7, 15, 4, 8, 6, 11, 3, 10, 1, 14, 5, 2, 13]
+    sentences = [[words[i] for i in rng.integers(0, len(words), n)] for n in lengths]
+    together = BiLMEmbedder(models[0], batch_size=20).embed_batch(sentences)
+    grouped = BiLMEmbedder(models[0], batch_size=4).embed(sentences)
+    for one, other in zip(together, grouped, strict=True):
+        np.testing.assert_allclose(one, other, atol=1e-6, rtol=0)
 
 
 def test_embed_batch_sends_each_distinct_token_once(embedder, monkeypatch):

@@ -1,0 +1,274 @@
+"""JAX's fast inference path for the biLM: `tf_fast_path`'s twin behind the same seam.
+
+The backend-neutral core (`ProjectedBiLSTM`, `BiLM`, written with `keras.ops`) computes every
+position of a padded batch: `jax.lax.scan` over every step of the longest (bucketed) row, with
+all rows at every step. XLA needs static shapes, so this path cannot shrink a step to the rows
+still running as TensorFlow's does; it gets most of that with loops of dynamic length over a
+few static row counts:
+
+- `packed_bilstm`: rows sorted by length (longest first). The recurrence runs in phases
+  (`phase_sizes`): phase `k` computes the first `sizes[k]` rows, in a `lax.while_loop` whose
+  trip count is read from the lengths, for as long as more than `sizes[k + 1]` rows are
+  running. A step never computes more than 3/2 of its running rows (and at least 4), and
+  steps after the longest row are never run (so padding a batch to a bucketed number of steps
+  costs nothing in the recurrence). The input products are taken before the loop over the
+  real positions only, packed time-major (step `t`'s rows from `offsets[t]`), in chunks of
+  `PROJECTION_CHUNK` rows in a loop that stops after the last real one. Each direction runs
+  its own loops (the two in one loop ran 1.2x slower on a CPU).
+- `embed_distinct_tokens`: the char CNN over the distinct tokens in chunks of
+  `CHAR_CNN_CHUNK` rows, in a loop that stops after the last row referenced: rows padding the
+  distinct tokens to a bucketed count cost nothing. With plain character ids every position is
+  its own row (`distinct_tokens`).
+
+It runs on CPUs (`PLATFORMS`); on an accelerator JAX takes the core path until measured there.
+The numbers are the core path's to float round-off (1e-6 in tests/layers/test_packed_bilstm.py
+and tests/models/test_length_aware.py, which run on every backend with a fast path). The loops
+have dynamic trip counts, which reverse-mode differentiation cannot go through: the path runs
+only inside `inference()` (`BiLMEmbedder` enters it), at inference (`training` falsy); every
+other call on JAX, `jax.grad` of an inference call included, takes the core path.
+
+Imported only when JAX is the Keras backend: on another backend nothing imports jax.
+"""
+
+import contextlib
+import threading
+
+import jax
+import jax.numpy as jnp
+import keras
+
+# The char CNN runs over the distinct tokens this many at a time; the loop stops after the last
+# referenced row, so a bucketed (padded) count of distinct tokens costs at most one chunk more.
+CHAR_CNN_CHUNK = 64
+
+# Where the path runs. Measured on CPUs only: on a GPU the core path (one `lax.scan` per layer and
+# direction, a static trip count) ran at 1.06x the plain-JAX reference, while a loop of dynamic
+# length may need the host at every step there; benchmarks/accelerator.py times both on a GPU
+# (its "fast path" rows add the device's platform here) before the GPU is added.
+PLATFORMS = ("cpu",)
+
+# The input products are taken over the real positions only, this many rows at a time.
+PROJECTION_CHUNK = 128
+
+# The smallest phase of the recurrence (`phase_sizes`): fewer rows gain nothing more.
+SMALLEST_PHASE = 4
+
+
+_INFERENCE = threading.local()
+
+
+@contextlib.contextmanager
+def inference():
+    """Calls traced inside take this path (where `applies`): for callers that never take a
+    gradient, as `BiLMEmbedder`. Outside, JAX takes the core path, so that `jax.grad` of an
+    inference call (`training` falsy) still works: these loops are not reverse-differentiable."""
+    _INFERENCE.depth = getattr(_INFERENCE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _INFERENCE.depth -= 1
+
+
+def applies(layer, training, length_aware):
+    """Whether a call of `layer` takes this path: inside `inference()`, `length_aware`,
+    `training` a falsy value, and JAX's default device one of `PLATFORMS`."""
+    return (
+        getattr(_INFERENCE, "depth", 0) > 0
+        and bool(length_aware)
+        and not training
+        and keras.config.backend() == "jax"
+        and jax.default_backend() in PLATFORMS
+    )
+
+
+def scan(step, init, xs, *args, **kwargs):
+    """The core path's recurrence (training, and `length_aware=False`): `keras.ops.scan`."""
+    return keras.ops.scan(step, init, xs, *args, **kwargs)
+
+
+def phase_sizes(batch):
+    """The static row counts of the recurrence's phases for `batch` rows, largest first: `batch`,
+    then the powers of two and their halfway points (`3 * 2**k`) below it, down to 4.
+
+    >>> phase_sizes(32)
+    [32, 24, 16, 12, 8, 6, 4]
+    """
+    smaller = set()
+    size = SMALLEST_PHASE
+    while size < batch:
+        smaller.update(s for s in (size, size * 3 // 2) if s < batch)
+        size *= 2
+    return [batch, *sorted(smaller, reverse=True)]
+
+
+def reverse_by_length(x, lengths):
+    """Reverses each row of `x` `[B, T, ...]` over its first `lengths[b]` positions."""
+    positions = jnp.arange(x.shape[1])[None, :]
+    index = jnp.where(positions < lengths[:, None], lengths[:, None] - 1 - positions, positions)
+    return jnp.take_along_axis(x, index.reshape(*index.shape, *([1] * (x.ndim - 2))), axis=1)
+
+
+def _packed_projection(cell, x, plan):
+    """`cell`'s input product over the real positions of time-major sorted `x` `[T, B, F]`,
+    packed (step `t`'s rows from `plan["offsets"][t]`), `PROJECTION_CHUNK` rows at a time
+    in a loop that stops after the last real position -> `[rows, 4U]` (room after the last)."""
+    steps, batch = x.shape[0], x.shape[1]
+    n_chunks = max(1, -(-(steps * batch) // PROJECTION_CHUNK))
+    packed = x.reshape(steps * batch, x.shape[2])[plan["positions"]]
+    packed = jnp.pad(packed, [(0, n_chunks * PROJECTION_CHUNK - steps * batch), (0, 0)])
+    z = jnp.zeros((n_chunks * PROJECTION_CHUNK + batch, 4 * cell.lstm_units), x.dtype)
+
+    def body(carry):
+        i, z = carry
+        rows = jax.lax.dynamic_slice_in_dim(packed, i * PROJECTION_CHUNK, PROJECTION_CHUNK)
+        done = cell.input_projection(rows).astype(z.dtype)
+        return i + 1, jax.lax.dynamic_update_slice_in_dim(z, done, i * PROJECTION_CHUNK, 0)
+
+    last = (plan["offsets"][-1] + PROJECTION_CHUNK - 1) // PROJECTION_CHUNK
+    return jax.lax.while_loop(lambda carry: carry[0] < last, body, (0, z))[1]
+
+
+def _run_layer(cell, x, plan, h, c):
+    """One layer of one direction over time-major sorted inputs `[T, B, F]`: -> `(outputs
+    [T, B, P], final h, final c)`."""
+    steps, batch = x.shape[0], x.shape[1]
+    lengths, offsets = plan["lengths"], plan["offsets"]
+    kernels = cell.step_kernels(h.dtype)
+    z = _packed_projection(cell, x, plan)
+    sizes = phase_sizes(batch)
+    # Phase k runs while more than sizes[k + 1] rows are running: until step lengths[sizes[k+1]].
+    ends = [lengths[size] for size in sizes[1:]] + [lengths[0] if batch else 0]
+    outputs = jnp.zeros((steps, batch, cell.projection_dim), h.dtype)
+    t = jnp.zeros((), "int32")
+    for size, end in zip(sizes, ends, strict=True):
+        running = lengths[:size, None]
+
+        def body(carry, size=size, running=running):
+            t, h, c, outputs = carry
+            z_t = jax.lax.dynamic_slice_in_dim(z, offsets[t], size)
+            h_new, c_new = cell.recurrent_step(z_t, h, c, kernels)
+            keep = t < running
+            out = jnp.where(keep, h_new, jnp.zeros_like(h_new))
+            outputs = jax.lax.dynamic_update_slice(outputs, out[None], (t, 0, 0))
+            return t + 1, jnp.where(keep, h_new, h), jnp.where(keep, c_new, c), outputs
+
+        carry = (t, h[:size], c[:size], outputs)
+        t, h_run, c_run, outputs = jax.lax.while_loop(
+            lambda carry, end=end: carry[0] < end, body, carry
+        )
+        h, c = h.at[:size].set(h_run), c.at[:size].set(c_run)
+    return outputs, h, c
+
+
+def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
+    """`ProjectedBiLSTM`'s two directions by length (see the module's docstring).
+
+    Args:
+        bilstm: a built `ProjectedBiLSTM`.
+        inputs, backward_inputs: `[B, T, F]` in the compute dtype (natural order).
+        lengths: int32 `[B]`.
+        state_h, state_c: `[B, 2, n_layers, P]` and `[B, 2, n_layers, U]`.
+
+    Returns:
+        `(outputs [B, n_layers, T, 2P], state_h, state_c)` as the core path's.
+    """
+    lengths = jnp.asarray(lengths, "int32")
+    order = jnp.argsort(-lengths, stable=True)
+    inverse = jnp.argsort(order, stable=True)
+    sorted_lengths = lengths[order]
+    steps = inputs.shape[1]
+    mask = jnp.arange(steps)[:, None] < sorted_lengths[None, :]  # [T, B], time-major
+    counts = jnp.sum(mask, axis=1, dtype="int32")
+    plan = {
+        "lengths": sorted_lengths,
+        "offsets": jnp.concatenate([jnp.zeros((1,), "int32"), jnp.cumsum(counts)]),
+        "positions": jnp.nonzero(mask.reshape(-1), size=mask.size, fill_value=0)[0],
+    }
+    mask = mask[:, :, None]
+    xs = [
+        jnp.transpose(x[order], (1, 0, 2))
+        for x in (inputs, reverse_by_length(backward_inputs, lengths))
+    ]
+    h0, c0 = state_h[order], state_c[order]
+    pairs = zip(bilstm.forward_cells, bilstm.backward_cells, strict=True)
+    layers, final_h, final_c = [], [], []
+    for layer, pair in enumerate(pairs):
+        runs = [
+            _run_layer(cell, x, plan, h0[:, d, layer], c0[:, d, layer])
+            for d, (cell, x) in enumerate(zip(pair, xs, strict=True))
+        ]
+        outs = [out for out, _, _ in runs]
+        if layer > 0 and bilstm.use_skip_connections:
+            outs = [out + x * mask.astype(x.dtype) for out, x in zip(outs, xs, strict=True)]
+        layers.append(outs)
+        final_h.append(jnp.stack([h for _, h, _ in runs], axis=1))
+        final_c.append(jnp.stack([c for _, _, c in runs], axis=1))
+        xs = outs
+    outputs = []
+    for forward, backward in layers:
+        forward = jnp.transpose(forward, (1, 0, 2))[inverse]
+        backward = reverse_by_length(jnp.transpose(backward, (1, 0, 2))[inverse], lengths)
+        outputs.append(jnp.concatenate([forward, backward], axis=-1))
+    state_h = jnp.stack(final_h, axis=2)[inverse]
+    return jnp.stack(outputs, axis=1), state_h, jnp.stack(final_c, axis=2)[inverse]
+
+
+def distinct_tokens(char_ids):
+    """`[B, T, C]` -> `(token_char_ids [B * T, C], token_index [B, T])`: every position its own
+    row (`-1` marking padding), no deduplication in the graph (`jnp.unique` over rows compiled
+    3x slower than the whole core path); callers that want each distinct token once send
+    `token_char_ids` and `token_index` (as `BiLMEmbedder` does)."""
+    char_ids = jnp.asarray(char_ids, "int32")
+    batch, steps = char_ids.shape[0], char_ids.shape[1]
+    index = jnp.arange(batch * steps, dtype="int32").reshape(batch, steps)
+    return char_ids.reshape(-1, char_ids.shape[-1]), jnp.where(char_ids[:, :, 0] != 0, index, -1)
+
+
+def _chunked_char_cnn(char_cnn, ids, used):
+    """The char CNN over the first `used` rows of `ids` `[n, C]`, `CHAR_CNN_CHUNK` rows at a
+    time (later rows stay zero) -> `[n, P]`."""
+    n = ids.shape[0]
+    n_chunks = max(1, -(-n // CHAR_CNN_CHUNK))
+    ids = jnp.pad(ids, [(0, n_chunks * CHAR_CNN_CHUNK - n), (0, 0)])
+    vectors = jnp.zeros(
+        (n_chunks * CHAR_CNN_CHUNK, char_cnn.projection_dim), char_cnn.compute_dtype
+    )
+
+    def body(carry):
+        i, vectors = carry
+        chunk = jax.lax.dynamic_slice_in_dim(ids, i * CHAR_CNN_CHUNK, CHAR_CNN_CHUNK)
+        done = char_cnn(chunk).astype(vectors.dtype)
+        return i + 1, jax.lax.dynamic_update_slice_in_dim(vectors, done, i * CHAR_CNN_CHUNK, 0)
+
+    last = (used + CHAR_CNN_CHUNK - 1) // CHAR_CNN_CHUNK
+    _, vectors = jax.lax.while_loop(lambda carry: carry[0] < last, body, (0, vectors))
+    return vectors[:n]
+
+
+def embed_distinct_tokens(char_cnn, token_char_ids, token_index, boundaries):
+    """Token vectors `[B, T + 2, P]` with `<S>` and `</S>` around each sentence, the char CNN
+    run once per referenced row of `token_char_ids` (and once per boundary), and the lengths.
+
+    `token_index` `[B, T]` holds each position's row of `token_char_ids`, `-1` for padding;
+    `boundaries` `[2, width]` are the id rows of `<S>` and `</S>`.
+    """
+    token_char_ids = jnp.asarray(token_char_ids, "int32")
+    token_index = jnp.asarray(token_index, "int32")
+    batch, steps = token_index.shape
+    lengths = jnp.sum(token_index >= 0, axis=1, dtype="int32")
+    used = jnp.max(token_index, initial=-1) + 1
+    vectors = jnp.concatenate(
+        [
+            _chunked_char_cnn(char_cnn, token_char_ids, used),
+            char_cnn(jnp.asarray(boundaries, "int32")).astype(char_cnn.compute_dtype),
+        ],
+        axis=0,
+    )
+    bos_row = token_char_ids.shape[0]
+    index = jnp.concatenate(
+        [jnp.full((batch, 1), bos_row), token_index, jnp.full((batch, 1), -1)], axis=1
+    )
+    is_eos = jnp.arange(steps + 2)[None, :] == (lengths + 1)[:, None]
+    index = jnp.where(is_eos, bos_row + 1, index)
+    embedded = vectors[jnp.maximum(index, 0)]
+    return embedded * (index >= 0).astype(embedded.dtype)[:, :, None], lengths
