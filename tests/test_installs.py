@@ -95,7 +95,7 @@ def test_no_keras_or_no_backend_is_one_line_naming_the_extras(no_backend_set, mo
         (elmo_keras.export, "export_savedmodel", "tensorflow", "tensorflow"),
         (elmo_keras.beam, "EmbedLines", "apache_beam", "beam"),
         (elmo_keras.beam, "read_embeddings", "tensorflow", "tensorflow"),
-        (elmo_keras.text, "tokenizer", "tensorflow", "tensorflow"),
+        (elmo_keras.text, "tf_tokenization", "tensorflow", "tensorflow"),
     ],
 )
 def test_public_names_name_the_extra_they_need(monkeypatch, package, name, module, extra):

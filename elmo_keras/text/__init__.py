@@ -54,7 +54,7 @@ __all__ = [
 
 # The TensorFlow twins, loaded when first named (`elmo_keras.text.tf_char_ids`), so that this
 # package stays free of TensorFlow for the ONNX Runtime client and the JAX backend.
-_TENSORFLOW_SUBMODULES = ("tf_char_ids", "tf_tokenization")
+_TENSORFLOW_SUBMODULES = ("tf_char_ids", "tf_tokenization", "tokenizer")  # tokenizer: 0.1-0.3 name
 
 
 def __getattr__(name):
