@@ -18,10 +18,10 @@ import time
 
 import jax
 import numpy as np
-from elmo_keras.file_io.hdf5_writer import write_datasets
 
 from elmo_keras import batching
 from elmo_keras.cli.embed import select_layers
+from elmo_keras.file_io.hdf5_writer import write_datasets
 from elmo_keras.layers import jax_fast_path
 from elmo_keras.models import BiLM, BiLMEmbedder
 from elmo_keras.models.bilm_vocabulary import token_rows
