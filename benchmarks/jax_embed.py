@@ -97,21 +97,6 @@ class Worker(torch_speed.Worker):
         self.info = self.ask(None)
 
 
-def _embed_cli(backend, workdir):
-    """`elmo-keras embed --preset mini_en` in a fresh process -> wall seconds."""
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env["ELMO_KERAS_JAX_CACHE"] = str(workdir / "jax-cache")
-    command = [
-        *(sys.executable, "-c", "import sys; from elmo_keras.cli import main; sys.exit(main())"),
-        *("embed", "--backend", backend, "--preset", "mini_en"),
-        *("--input", str(workdir / "lines.txt"), "--output", str(workdir / f"{backend}.hdf5")),
-        "--overwrite",
-    ]
-    start = time.perf_counter()
-    subprocess.run(command, check=True, env=env, cwd=common.REPO)
-    return time.perf_counter() - start
-
-
 def _timed_rounds(workers, workloads, rounds):
     for worker in workers.values():
         for name in workloads:
@@ -132,7 +117,11 @@ def _embed_rounds(workdir, rounds):
     for r in range(rounds):
         shutil.rmtree(workdir / "jax-cache", ignore_errors=True)
         for kind in ("tensorflow", "jax first", "tensorflow", "jax second"):
-            wall[kind].append(_embed_cli(kind.split()[0], workdir))
+            backend = kind.split()[0]
+            cache = {"ELMO_KERAS_JAX_CACHE": str(workdir / "jax-cache")}
+            wall[kind].append(
+                torch_speed._embed_cli(backend, workdir, ("--preset", "mini_en"), cache)
+            )
             print(f"embed round {r + 1}, {kind}: {wall[kind][-1]:.1f} s", flush=True)
     return wall
 

@@ -107,12 +107,17 @@ class Worker:
         self.process.wait()
 
 
-def _embed_cli(backend, workdir):
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
+def _embed_cli(backend, workdir, model=None, env=None):
+    """`elmo-keras embed` of `workdir/lines.txt` in a fresh process -> wall seconds; `model`:
+    the model flags (default: the workdir's options.json and weights.hdf5), `env`: more
+    environment variables."""
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    if model is None:
+        model = ("--options", str(workdir / "options.json"))
+        model += ("--weights", str(workdir / "weights.hdf5"))
     command = [
         *(sys.executable, "-c", "import sys; from elmo_keras.cli import main; sys.exit(main())"),
-        *("embed", "--backend", backend),
-        *("--options", str(workdir / "options.json"), "--weights", str(workdir / "weights.hdf5")),
+        *("embed", "--backend", backend, *model),
         *("--input", str(workdir / "lines.txt"), "--output", str(workdir / f"{backend}.hdf5")),
         "--overwrite",
     ]
