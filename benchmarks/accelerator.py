@@ -26,6 +26,7 @@ network). One table, and the same as JSON with `--json`:
 
     python benchmarks/accelerator.py --small                  # CPU, ~2 minutes (CI runs it)
     python benchmarks/accelerator.py --json OUT/accelerator.json --budget 150 --train-budget 240
+    python benchmarks/accelerator.py --parts training --json OUT/training.json   # (d), (e) alone
 
 The call is `BiLM.stateless_call` under `jax.jit`, fed as `BiLMEmbedder` feeds it (each
 distinct token's characters once, `token_index` per position). `--budget` seconds bound the
@@ -72,6 +73,7 @@ SMALL = dict(lstm_units=64, projection_dim=16, filters=[(1, 8), (2, 8), (3, 16)]
 PRECISIONS = {"fp32": ("highest", "float32"), "tf32": ("tensorfloat32", "float32")}
 PRECISIONS["bf16"] = ("default", "mixed_bfloat16")
 TOKENS = 20
+PARTS = ("exactness", "inference", "embed", "torch", "training")
 
 
 def flop_per_token(bilm):
@@ -186,7 +188,22 @@ def main():
         help="WikiText-2 raw text for the natural batch (default ../shared/data/wikitext-2/"
         "valid.raw.txt; the AllenNLP fixture's sentences when it is missing)",
     )
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"comma list of the parts to run, of {','.join(PARTS)} (default all)",
+    )
+    parser.add_argument(
+        "--reference",
+        type=pathlib.Path,
+        default=accelerator_torch.REFERENCE,
+        help="../shared/gpu/reference_elmo_jax.py, for the torch section's AllenNLP-style loop "
+        "(copy it beside the checkout where ../shared does not travel)",
+    )
     args = parser.parse_args()
+    parts = args.parts.split(",")
+    if not set(parts) <= set(PARTS) or not parts:
+        parser.error(f"--parts must be a comma list of {','.join(PARTS)}. Received: {args.parts}")
     started = time.perf_counter()
     device = jax.devices()[0]
     results = {
@@ -194,9 +211,12 @@ def main():
         "jax": jax.__version__,
         "keras": keras.__version__,
         "config": "small" if args.small else "2x4096_512_2048cnn_2xhighway",
-        "exactness": {p: exactness(PRECISIONS[p][0]) for p in ("fp32", "tf32")},
+        "parts": parts,
+        "exactness": {},
         "speed": [],
     }
+    if "exactness" in parts:
+        results["exactness"] = {p: exactness(PRECISIONS[p][0]) for p in ("fp32", "tf32")}
     rows = [4, 16] if args.small else [64, 512, 2048]
     rng = np.random.default_rng(0)
     vocabulary = [
@@ -211,7 +231,7 @@ def main():
         natural_name = f"{len(natural)} fixture sentences"
     workloads = [(f"{n} x {TOKENS}", synthetic_batch(n, rng, vocabulary)) for n in rows]
     workloads.append((natural_name, natural))
-    for name, (precision, dtype) in PRECISIONS.items():
+    for name, (precision, dtype) in PRECISIONS.items() if "inference" in parts else ():
         keras.utils.clear_session()
         keras.utils.set_random_seed(0)
         bilm = BiLM(**(SMALL if args.small else FULL), dtype=dtype)
@@ -231,15 +251,24 @@ def main():
                 )
             results["speed"].append(row)
             print(json.dumps(row), flush=True)
-    embedding(args, results, natural)
-    # (h) the same on Keras's PyTorch backend, in a process of its own (accelerator_torch.py)
-    results["torch"] = accelerator_torch.section(args.small, args.calls, workloads[:2])
-    results["training"] = training(args)
+    if "torch" in parts:  # (h) on Keras's PyTorch backend, in a process of its own
+        results["torch"] = accelerator_torch.section(
+            args.small, args.calls, workloads[:2], reference=args.reference
+        )
+        print(json.dumps({"torch": results["torch"]}), flush=True)
+    if "embed" in parts:
+        embedding(args, results, natural)
+    if "training" in parts:
+        results["training"] = training(args)
     results["peak_memory_mb"], results["peak_memory_kind"] = peak_memory_mb()
     results["seconds"] = time.perf_counter() - started
-    print(report(results) + "\n" + accelerator_training.report(results["training"]))
-    print(accelerator_embed.report(results["embed"], results["fast_path"]))
-    print(accelerator_torch.report(results["torch"]))
+    print(report(results))
+    if "training" in parts:
+        print(accelerator_training.report(results["training"]))
+    if "embed" in parts:
+        print(accelerator_embed.report(results["embed"], results["fast_path"]))
+    if "torch" in parts:
+        print(accelerator_torch.report(results["torch"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")
@@ -290,7 +319,7 @@ def report(results):
         "| fixture | max abs diff, TF32 off | TF32 on |",
         "|---|---|---|",
     ]
-    for name in fixture_check.FIXTURES:
+    for name in fixture_check.FIXTURES if results["exactness"] else ():
         off, on = results["exactness"]["fp32"][name], results["exactness"]["tf32"][name]
         lines.append(f"| {name} | {off:.2e} | {on:.2e} |")
     lines += [
