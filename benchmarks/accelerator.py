@@ -171,10 +171,22 @@ def main():
     )
     parser.add_argument("--steps", type=int, default=10, help="timed training steps per row")
     parser.add_argument(
+        "--loops",
+        default="plain,u4,s4",
+        help="the training step's loop settings to time, comma separated: plain, uN (unroll "
+        "N), sN (both directions stacked, unroll N) (default plain,u4,s4)",
+    )
+    parser.add_argument(
+        "--fit-steps", type=int, default=100, help="steps of the row through `fit` (default 100)"
+    )
+    parser.add_argument(
         "--embed-lines", type=int, default=20000, help="WikiText-2 sentences of (f) (default 20000)"
     )
     parser.add_argument(
-        "--run-seconds", type=float, default=60, help="training seconds of the short run (e)"
+        "--run-seconds",
+        type=float,
+        default=60,
+        help="training seconds of the short run (e) (0: no short run)",
     )
     parser.add_argument(
         "--run-steps",
@@ -202,6 +214,11 @@ def main():
     )
     args = parser.parse_args()
     parts = args.parts.split(",")
+    for loop in args.loops.split(","):
+        try:
+            accelerator_training.loop_settings(loop)
+        except ValueError as error:
+            parser.error(f"--loops: {error}")
     if not set(parts) <= set(PARTS) or not parts:
         parser.error(f"--parts must be a comma list of {','.join(PARTS)}. Received: {args.parts}")
     started = time.perf_counter()
@@ -217,6 +234,7 @@ def main():
     }
     if "exactness" in parts:
         results["exactness"] = {p: exactness(PRECISIONS[p][0]) for p in ("fp32", "tf32")}
+        print(json.dumps({"exactness": results["exactness"]}), flush=True)
     rows = [4, 16] if args.small else [64, 512, 2048]
     rng = np.random.default_rng(0)
     vocabulary = [
@@ -294,20 +312,28 @@ def training(args):
     out = {"steps": []}
     wikitext = args.wikitext.parent
     for n, precision in rows:
-        if time.perf_counter() - started > args.train_budget:
-            out["steps"].append({"rows": n, "precision": precision, "skipped": "over budget"})
-            continue
-        row = accelerator_training.step_speed(n, precision, args.small, args.steps)
-        out["steps"].append(row)
-        print(json.dumps(row), flush=True)
+        for loop in args.loops.split(","):
+            if time.perf_counter() - started > args.train_budget:
+                skipped = {"rows": n, "precision": precision, "loop": loop}
+                out["steps"].append({**skipped, "skipped": "over budget"})
+                continue
+            row = accelerator_training.step_speed(n, precision, args.small, args.steps, loop)
+            out["steps"].append(row)
+            print(json.dumps(row), flush=True)
     if (wikitext / "train.raw.txt").is_file():
         n = 4 if args.small else 128
-        row = accelerator_training.fit_speed(n, wikitext / "train.raw.txt", args.small, args.steps)
+        measured = [r for r in out["steps"] if r["rows"] == n and "tokens_per_s" in r]
+        best = max(measured, key=lambda r: r["tokens_per_s"])["loop"] if measured else "plain"
+        text = wikitext / "train.raw.txt"
+        row = accelerator_training.fit_speed(n, text, args.small, args.fit_steps, best)
         out["steps"].append(row)
         print(json.dumps(row), flush=True)
-        seconds = min(args.run_seconds, max(args.train_budget - (time.perf_counter() - started), 5))
-        out["run"] = accelerator_training.short_run(wikitext, args.small, seconds, args.run_steps)
-        print(json.dumps(out["run"]), flush=True)
+        if args.run_seconds > 0 or args.run_steps:
+            left = args.train_budget - (time.perf_counter() - started)
+            seconds = min(args.run_seconds, max(left, 5))
+            run = accelerator_training.short_run(wikitext, args.small, seconds, args.run_steps)
+            out["run"] = run
+            print(json.dumps(out["run"]), flush=True)
     return out
 
 

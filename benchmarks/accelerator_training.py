@@ -3,11 +3,14 @@
 (d) the step of `JaxTrainer` (the one `elmo-keras train --backend jax` runs: sampled softmax
     with 8,192 log-uniform candidates and Adagrad on the gathered rows of a 793,471-word
     softmax, clipping, carried state) for `original` at 128 x 20 and 512 x 20 tokens, in bf16
-    (`mixed_bfloat16`), TF32 and fp32 (`highest`): median tokens/s of `--steps` timed steps
-    after a compiling one, on random windows already on the device (the reference's setting),
-    and the compiled step's memory (arguments + temporaries, XLA's `memory_analysis`);
-    one more row at 128 x 20 bf16 through `fit` itself (the NumPy window packer and its
-    prefetching thread feeding the step), which says whether the host keeps up;
+    (`mixed_bfloat16`), TF32 and fp32 (`highest`), for each loop setting of `LOOPS` asked for
+    (`unroll`, `stack_directions`), on random windows already on the device (the reference's
+    setting): tokens/s of `--steps` steps dispatched one after another as `fit` does (the
+    metrics read after the last), the median of single steps waited for one by one (as the
+    reference times them), and the compiled step's memory (arguments + temporaries, XLA's
+    `memory_analysis`); one more row at 128 x 20 bf16 through `fit` itself (the NumPy window
+    packer and its prefetching thread feeding the step; the wall time of `--fit-steps` steps
+    after two compiling ones, the feed's start included), which says whether the host keeps up;
 (e) a short real run: WikiText-2 (from `--wikitext-dir`), a vocabulary of its training split,
     the `cpu` configuration, `--run-seconds` of training (or exactly `--run-steps` steps), the
     held-out perplexity of the first valid tokens before and after (it must fall).
@@ -41,17 +44,30 @@ STEP_ROWS = [
 ]
 
 
+# Loop settings by name: "plain", "uN" (unroll N), "sN" (both directions stacked, unroll N).
+def loop_settings(name):
+    """`(unroll, stack_directions)` of a loop name: `plain`, `u4`, `s4`, `s1`..."""
+    if name == "plain":
+        return 1, False
+    if name[:1] in ("u", "s") and name[1:].isdigit() and int(name[1:]) >= 1:
+        return int(name[1:]), name[0] == "s"
+    raise ValueError(f"a loop is plain, uN or sN (N >= 1). Received: {name!r}")
+
+
 def _vocabulary(size):
     return Vocabulary(["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(size - 3)])
 
 
-def _trainer(config, vocabulary, precision):
+def _trainer(config, vocabulary, precision, loop="plain"):
+    unroll, stack_directions = loop_settings(loop)
     return JaxTrainer(
         config,
         vocabulary,
         devices=jax.devices()[:1],
         mixed_precision="bfloat16" if precision == "bf16" else None,
         tf32=precision != "fp32",
+        unroll=unroll,
+        stack_directions=stack_directions,
     )
 
 
@@ -91,63 +107,70 @@ def _step_memory_gib(trainer, batch):
         return None
 
 
-def step_speed(rows, precision, small, steps):
+def step_speed(rows, precision, small, steps, loop="plain"):
     """One row of (d): the trainer's step alone on device-resident random windows."""
     config = get_config("tiny" if small else "original")
     words = 5_000 if small else WORDS
     config.update(
         batch_size=rows, unroll_steps=TOKENS, n_negative_samples_batch=64 if small else 8192
     )
-    trainer = _trainer(config, _vocabulary(words), precision)
+    trainer = _trainer(config, _vocabulary(words), precision, loop)
     rng = np.random.default_rng(0)
-    batches = [
-        {k: trainer._placement.put(v, True) for k, v in b.items()}
-        for b in _random_windows(rng, config, words, 4)
-    ]
+    batches = []
+    for index, batch in enumerate(_random_windows(rng, config, words, 4)):
+        batch = {k: trainer._placement.put(v, True) for k, v in batch.items()}
+        batch["candidates"] = trainer._placement.put(trainer.candidates(index), False)
+        batches.append(batch)
     requests = StopRequests(handle_signals=False)
+
+    def run(i):  # `_run_step` takes the batch's candidates out: give it a copy
+        return trainer._run_step(dict(batches[i % len(batches)]), requests)[0]
+
     started = time.perf_counter()
-    trainer._run_step(batches[0], requests)  # compiles; `_run_step` waits for its outputs
+    run(0)()  # compiles; reading the logs waits for the step
     compile_s = time.perf_counter() - started
-    times = []
+    waited = []
     for i in range(steps):
         started = time.perf_counter()
-        trainer._run_step(batches[i % len(batches)], requests)
-        times.append(time.perf_counter() - started)
-    median = statistics.median(times)
+        run(i)()
+        waited.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    pending = [run(i) for i in range(steps)]
+    for logs in pending:
+        logs()
+    dispatched = (time.perf_counter() - started) / steps
     return {
         "rows": rows,
         "precision": precision,
-        "tokens_per_s": rows * TOKENS / median,
-        "median_step_s": median,
+        "loop": loop,
+        "tokens_per_s": rows * TOKENS / dispatched,
+        "waited_tokens_per_s": rows * TOKENS / statistics.median(waited),
+        "step_s": dispatched,
         "compile_s": compile_s,
         "step_memory_gib": _step_memory_gib(trainer, batches[0]),
         "sparse_softmax": trainer.sparse_softmax,
     }
 
 
-def fit_speed(rows, text, small, steps):
-    """The (d) row through `fit`: real text packed on the host by the prefetching feed."""
+def fit_speed(rows, text, small, steps, loop="plain"):
+    """The (d) row through `fit`: real text packed on the host by the prefetching feed. Two
+    steps compile first (a `fit` of their own); then `fit` takes `steps` more, timed whole."""
     config = get_config("tiny" if small else "original")
     config.update(
         batch_size=rows, unroll_steps=TOKENS, n_negative_samples_batch=64 if small else 8192
     )
     vocabulary = build_vocabulary(str(text), min_count=1, max_size=(5_000 if small else WORDS))
-    trainer = _trainer(config, vocabulary, "bf16")
-    times = []
-    last = [time.perf_counter()]
-
-    def on_step(step, logs):
-        now = time.perf_counter()
-        times.append(now - last[0])
-        last[0] = now
-
-    trainer.fit(str(text), steps=steps + 1, log_every=10**6, on_step=on_step, handle_signals=False)
-    median = statistics.median(times[1:])  # the first step compiles
+    trainer = _trainer(config, vocabulary, "bf16", loop)
+    trainer.fit(str(text), steps=2, log_every=10**6, handle_signals=False)
+    started = time.perf_counter()
+    trainer.fit(str(text), steps=2 + steps, log_every=10**6, handle_signals=False)
+    seconds = time.perf_counter() - started
     return {
         "rows": rows,
         "precision": "bf16",
+        "loop": loop,
         "through_fit": True,
-        "tokens_per_s": rows * TOKENS / median,
+        "tokens_per_s": rows * TOKENS * steps / seconds,
     }
 
 
@@ -178,17 +201,21 @@ def short_run(wikitext_dir, small, seconds, steps=None):
 def report(training):
     lines = [
         "",
-        "| training step | precision | tokens/s | compile s | step memory GiB |",
-        "|---|---|---|---|---|",
+        "| training step | precision | loop | tokens/s | waited one by one | compile s "
+        "| step memory GiB |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in training["steps"]:
         name = f"{row['rows']} x {TOKENS}" + (" (through fit)" if row.get("through_fit") else "")
+        loop = row.get("loop", "plain")
         if "skipped" in row:
-            lines.append(f"| {name} | {row['precision']} | skipped | | |")
+            lines.append(f"| {name} | {row['precision']} | {loop} | skipped | | | |")
             continue
         memory, compile_s = row.get("step_memory_gib"), row.get("compile_s")
+        waited = row.get("waited_tokens_per_s")
         lines.append(
-            f"| {name} | {row['precision']} | {row['tokens_per_s']:,.0f} | "
+            f"| {name} | {row['precision']} | {loop} | {row['tokens_per_s']:,.0f} | "
+            f"{'-' if waited is None else f'{waited:,.0f}'} | "
             f"{'-' if compile_s is None else f'{compile_s:.1f}'} | "
             f"{'-' if memory is None else f'{memory:.2f}'} |"
         )

@@ -94,6 +94,14 @@ class ProjectedBiLSTM(keras.layers.Layer):
             steps, so a very long input needs bounded memory). The same numbers as the plain
             path (to float round-off); training always takes the plain path. Defaults to
             `True`.
+        unroll: int >= 1. Steps of the recurrence per iteration of the compiled loop
+            (`keras.ops.scan`'s `unroll`; on JAX `lax.scan`'s): larger compiles more code
+            and lets the compiler overlap steps, faster on GPUs. TensorFlow's bounded loop
+            does not unroll. The same numbers. Defaults to `1`.
+        stack_directions: bool. On the plain path, run layer `l` of both directions in one
+            loop with their weights stacked: one batched product a step instead of two, and
+            one loop instead of two. The same numbers (to float round-off; dropout draws its
+            masks differently). Defaults to `False`.
         **kwargs: other keyword arguments of `keras.layers.Layer`.
 
     Call arguments:
@@ -137,6 +145,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
         cell_forget_bias=1.0,
         return_state=False,
         length_aware=True,
+        unroll=1,
+        stack_directions=False,
         **kwargs,
     ):
         lstm_units = renamed_argument(
@@ -153,6 +163,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
         self.cell_forget_bias = check_number("cell_forget_bias", cell_forget_bias)
         self.return_state = bool(return_state)
         self.length_aware = bool(length_aware)
+        self.unroll = check_int("unroll", unroll)
+        self.stack_directions = bool(stack_directions)
         self.supports_masking = True
         # Set while the layer is built for weights assigned right after (a loaded model:
         # `elmo_keras.weights.build_for_weights`): the cells then start from zeros, not from their
@@ -190,30 +202,57 @@ class ProjectedBiLSTM(keras.layers.Layer):
         )
         self.built = True
 
-    def _recurrence(self, cell, z_input, lengths, h, c):
-        """Runs `cell` over time: z_input [B, T, 4U], lengths [B] -> (outputs [B, T, P], h, c).
+    def _recurrence(self, cell, kernels, z_steps, running, h, c):
+        """Runs `cell` over time: `z_steps` `[T, ..., 4U]` (time-major gate inputs) ->
+        `(outputs [T, ..., P], h, c)`; `kernels`: `cell.step_kernels` (cast once, not at every
+        step), or two directions' stacked on a leading axis as `h`, `c` and `z_steps` are.
 
-        A scan over the time-major gate inputs, the step number in the carry: a row runs while
-        the step is below its length (its mask is a prefix), then keeps its state and outputs
-        zeros. The scan is `keras.ops.scan`, except on TensorFlow, where `tf_fast_path.scan`
-        gives the same contract with a bounded `tf.while_loop` (Keras' TensorFlow `scan` sets
-        no `maximum_iterations`, which XLA needs to differentiate the loop).
+        A scan with the step number in the carry: a row runs while the step is below its length
+        (`running`: the lengths shaped to broadcast against `h`; a mask is a prefix), then keeps
+        its state and outputs zeros. The scan is `keras.ops.scan` with `unroll`, except on
+        TensorFlow, where `tf_fast_path.scan` gives the same contract with a bounded
+        `tf.while_loop` (Keras' TensorFlow `scan` sets no `maximum_iterations`, which XLA needs
+        to differentiate the loop).
         """
-        kernels = cell.step_kernels(h.dtype)  # cast once, not at every step
-        lengths = lengths[:, None]
 
         def step(carry, z_step):
             h, c, t = carry
             h_new, c_new = cell.recurrent_step(z_step, h, c, kernels)
-            keep = t < lengths
+            keep = t < running
             output = ops.where(keep, h_new, ops.zeros_like(h_new))
             return (ops.where(keep, h_new, h), ops.where(keep, c_new, c), t + 1), output
 
         path = fast_path()
         scan = path.scan if path else ops.scan
         start = ops.zeros((), "int32")
-        (h, c, _), outputs = scan(step, (h, c, start), ops.transpose(z_input, (1, 0, 2)))
-        return ops.transpose(outputs, (1, 0, 2)), h, c
+        (h, c, _), outputs = scan(step, (h, c, start), z_steps, unroll=self.unroll)
+        return outputs, h, c
+
+    def _stacked_directions(self, inputs, backward_inputs, lengths, state_h, state_c, training):
+        """`run_directions` with each layer's two directions in one loop (`stack_directions`):
+        inputs, kernels and states stacked on a leading direction axis `[2, ...]`."""
+        x = ops.stack([inputs, reverse_by_length(backward_inputs, lengths)])
+        mask = ops.arange(ops.shape(inputs)[1])[None, :] < lengths[:, None]
+        float_mask = ops.cast(mask, x.dtype)[None, :, :, None]
+        dtype, outputs, final_h, final_c = self.compute_dtype, [], [], []
+        for layer in range(self.n_layers):
+            cells = (self.forward_cells[layer], self.backward_cells[layer])
+            kernel = ops.stack([ops.cast(cell.kernel, dtype) for cell in cells])
+            bias = ops.stack([ops.cast(cell.bias, dtype) for cell in cells])
+            fw_kernels, bw_kernels = (cell.step_kernels(dtype) for cell in cells)
+            kernels = [ops.stack(k) for k in zip(fw_kernels, bw_kernels, strict=True)]
+            layer_input = self.input_dropout(x, training=training) if self.dropout else x
+            z = ops.einsum("dbtf,dfg->tdbg", layer_input, kernel) + bias[None, :, None, :]
+            h, c = (ops.moveaxis(s[:, :, layer], 1, 0) for s in (state_h, state_c))
+            out, h, c = self._recurrence(cells[0], kernels, z, lengths[None, :, None], h, c)
+            out = ops.transpose(out, (1, 2, 0, 3))  # [2, B, T, P]
+            if layer > 0 and self.use_skip_connections:
+                out = out + layer_input * float_mask
+            outputs.append(ops.concatenate([out[0], reverse_by_length(out[1], lengths)], -1))
+            final_h.append(ops.moveaxis(h, 0, 1))
+            final_c.append(ops.moveaxis(c, 0, 1))
+            x = out
+        return ops.stack(outputs, axis=1), ops.stack(final_h, axis=2), ops.stack(final_c, axis=2)
 
     def run_directions(
         self, inputs, backward_inputs, mask, lengths, state_h, state_c, *, training, recurrence=None
@@ -226,10 +265,17 @@ class ProjectedBiLSTM(keras.layers.Layer):
         at padding) and defaults to the core's scan; `tf_fast_path.packed_bilstm` passes its
         packed one. `training` drives the dropout.
         """
+        if recurrence is None and self.stack_directions:
+            return self._stacked_directions(
+                inputs, backward_inputs, lengths, state_h, state_c, training
+            )
         if recurrence is None:
 
             def recurrence(cell, x, h, c):
-                return self._recurrence(cell, cell.input_projection(x), lengths, h, c)
+                z = ops.transpose(cell.input_projection(x), (1, 0, 2))
+                kernels = cell.step_kernels(h.dtype)
+                out, h, c = self._recurrence(cell, kernels, z, lengths[:, None], h, c)
+                return ops.transpose(out, (1, 0, 2)), h, c
 
         float_mask = ops.cast(mask, inputs.dtype)[:, :, None]
         directions = []
@@ -328,6 +374,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
                 "cell_forget_bias": self.cell_forget_bias,
                 "return_state": self.return_state,
                 "length_aware": self.length_aware,
+                "unroll": self.unroll,
+                "stack_directions": self.stack_directions,
             }
         )
         return config

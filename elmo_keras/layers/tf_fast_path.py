@@ -186,10 +186,11 @@ def _like(tensor, reference):
     return tensor
 
 
-def scan(step, init, xs):
+def scan(step, init, xs, unroll=1):
     """`keras.ops.scan(step, init, xs)` for one input tensor and one output tensor of its dtype.
 
     `step(carry, x) -> (carry, y)`; returns `(final carry, ys stacked on a new first axis)`.
+    `unroll` is accepted and not used: the loop runs one step per iteration.
     """
     steps = tf.shape(xs)[0]
     inputs = tf.TensorArray(xs.dtype, size=steps).unstack(xs)

@@ -51,9 +51,9 @@ def applies(layer, training, length_aware):
     return not any(v.value.requires_grad for v in layer.trainable_weights)
 
 
-def scan(step, init, xs):
+def scan(step, init, xs, unroll=1):
     """The core path's recurrence (training, autograd): `keras.ops.scan` as Keras runs it."""
-    return keras.ops.scan(step, init, xs)
+    return keras.ops.scan(step, init, xs, unroll=unroll)
 
 
 class _Product:

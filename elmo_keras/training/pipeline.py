@@ -94,6 +94,8 @@ def _make_trainer(plan):
         "mixed_precision": run.mixed_precision,
         "freeze_bilm_steps": run.freeze_bilm_steps,
         "tf32": run.tf32,
+        "unroll": run.unroll,
+        "stack_directions": run.stack_directions,
     }
     return training_backend().make_trainer(
         plan.config, plan.vocabulary, run.strategy, run.jit_compile, **common

@@ -63,12 +63,21 @@ def run_reference(layer, x, lengths, state=None):
     return outs, finals
 
 
+# The loop's variants: unrolled, both directions in one loop, both (the plain path).
+LOOPS = [{}, {"unroll": 3}, {"stack_directions": True}, {"stack_directions": True, "unroll": 2}]
+
+
 @pytest.mark.parametrize("use_skip", [True, False])
 @pytest.mark.parametrize("with_state", [False, True])
-def test_bilstm_matches_numpy_reference(use_skip, with_state):
+@pytest.mark.parametrize(
+    "loop", LOOPS, ids=lambda loop: "-".join(map(str, loop.items())) or "plain"
+)
+def test_bilstm_matches_numpy_reference(use_skip, with_state, loop):
     rng = np.random.default_rng(0)
     # Large weights and small clips so that both clips are active.
-    layer = make_layer(rng, scale=3.0, use_skip_connections=use_skip, cell_clip=1.5, proj_clip=0.4)
+    layer = make_layer(
+        rng, scale=3.0, use_skip_connections=use_skip, cell_clip=1.5, proj_clip=0.4, **loop
+    )
     lengths = [7, 5, 1, 3, 0]
     x = rng.normal(size=(5, 7, FEATURES)).astype("float32")
     mask = np.arange(7)[None, :] < np.array(lengths)[:, None]
@@ -79,7 +88,8 @@ def test_bilstm_matches_numpy_reference(use_skip, with_state):
             rng.normal(size=(5, 2, 2, PROJ)).astype("float32") * 0.3,
             rng.normal(size=(5, 2, 2, UNITS)).astype("float32"),
         )
-    out, h, c = layer(x, mask=mask, initial_state=state)
+    # A loop variant is the plain path's (a fast path, where one applies, is not).
+    out, h, c = layer(x, mask=mask, initial_state=state, length_aware=not loop)
     out, h, c = as_numpy(out), as_numpy(h), as_numpy(c)
     expected, finals = run_reference(layer, x, lengths, state)
     for b, n in enumerate(lengths):
@@ -99,6 +109,43 @@ def test_bilstm_matches_numpy_reference(use_skip, with_state):
     unclipped, _ = ref.bilstm_sentence(x[0].astype(np.float64), cells, use_skip, None, None)
     assert np.abs(unclipped - expected[0]).max() > 1e-2
     assert np.abs(out[:, :, :, :PROJ]).max() <= 0.4 + 1e-6 or use_skip
+
+
+@pytest.mark.parametrize("loop", LOOPS[1:], ids=["unroll", "stacked", "stacked-unroll"])
+def test_loop_variants_give_the_plain_loops_numbers_and_gradients(loop):
+    """Unrolled and stacked loops against the plain one, outputs, final states and, on JAX,
+    the gradients of every weight, with dropout off (its masks are drawn differently)."""
+    rng = np.random.default_rng(1)
+    plain = make_layer(rng, scale=2.0)
+    variant = make_layer(rng, **loop)
+    for mine, theirs in zip(variant.weights, plain.weights, strict=True):
+        mine.assign(theirs)
+    x = rng.normal(size=(4, 6, FEATURES)).astype("float32")
+    mask = np.arange(6)[None, :] < np.array([6, 2, 5, 1])[:, None]
+    state = (
+        rng.normal(size=(4, 2, 2, PROJ)).astype("float32") * 0.3,
+        rng.normal(size=(4, 2, 2, UNITS)).astype("float32"),
+    )
+    for got, want in zip(
+        variant(x, mask=mask, initial_state=state, length_aware=False),
+        plain(x, mask=mask, initial_state=state, length_aware=False),
+        strict=True,
+    ):
+        np.testing.assert_allclose(as_numpy(got), as_numpy(want), atol=1e-6, rtol=1e-6)
+    if keras.backend.backend() != "jax":
+        return
+    import jax
+
+    def loss(values, layer):
+        with keras.StatelessScope(state_mapping=list(zip(layer.weights, values, strict=True))):
+            out, h, c = layer(x, mask=mask, initial_state=state, training=True)
+            return (out**2).sum() + (h * c[..., :PROJ]).sum()
+
+    want = jax.grad(loss)([w.value for w in plain.weights], plain)
+    got = jax.grad(loss)([w.value for w in variant.weights], variant)
+    for weight, g, w in zip(plain.weights, got, want, strict=True):
+        assert float(np.abs(w).max()) > 0, weight.path
+        np.testing.assert_allclose(g, w, atol=1e-6, rtol=1e-6, err_msg=weight.path)
 
 
 def test_bilstm_padding_invariance_every_layer_and_direction():
@@ -251,6 +298,7 @@ def test_bilstm_steps_read_no_weights_under_mixed_bfloat16(length_aware):
         ({"lstm_units": 4, "projection_dim": 4, "cell_clip": -1}, "`cell_clip` must be a positive"),
         ({"lstm_units": 4, "projection_dim": 4, "dropout": 1.0}, "`dropout` must be a number in"),
         ({"lstm_units": 4, "projection_dim": 4, "n_layers": 0}, "`n_layers` must be an integer"),
+        ({"lstm_units": 4, "projection_dim": 4, "unroll": 0}, "`unroll` must be an integer >= 1"),
     ],
 )
 def test_bilstm_argument_errors(kwargs, message):

@@ -195,3 +195,53 @@ def test_init_from_a_run_folder_starts_from_its_files(train_text, tmp_path):
         np.testing.assert_array_equal(a, b)
     assert summary["init_from"]["kind"] == "run"
     assert summary["train"]["steps"] == 3
+
+
+def test_loop_settings_train_as_the_plain_loop_for_200_steps(train_text, train_vocab):
+    """Issue 43, point 1: an unrolled loop with both directions stacked trains as the plain
+    loop: the same first step (1e-6) and, after 200 steps, the same weights (1e-5; float
+    round-off of the batched products accumulates)."""
+    config = _config(all_clip_norm_val=1.0)
+    plain = _trainer(config, train_vocab)
+    looped = _trainer(config, train_vocab, unroll=3, stack_directions=True)
+    assert looped.model.bilm.bilstm.unroll == 3 and looped.model.bilm.bilstm.stack_directions
+    first = []
+    for trainer in (plain, looped):
+        trainer.fit(
+            train_text, steps=1, log_every=10**6, on_step=lambda s, logs: first.append(logs)
+        )
+    for key in ("loss", "forward_nll", "backward_nll", "grad_norm"):
+        np.testing.assert_allclose(first[1][key], first[0][key], rtol=1e-6)
+    for trainer in (plain, looped):
+        trainer.fit(train_text, steps=200, log_every=10**6)
+    moved = 0.0
+    for a, b, start in zip(
+        _values(plain.model.variables),
+        _values(looped.model.variables),
+        _values(_trainer(config, train_vocab).model.variables),
+        strict=True,
+    ):
+        np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5)
+        moved = max(moved, float(np.abs(a - start).max()))
+    assert moved > 1e-2  # the 200 steps trained
+
+
+def test_metrics_read_later_give_the_same_run(train_text, train_vocab, tmp_path):
+    """Issue 43, point 1: the step's metrics are read on the host only at a log line, a
+    checkpoint, a stop or every `pending_steps` steps; the run is the one that reads them at
+    every step: the same logged lines, checkpoints and weights, bit for bit."""
+    runs = {}
+    for pending in (1, 16):
+        trainer = _trainer(_config(), train_vocab)
+        trainer.pending_steps = pending
+        out = tmp_path / f"pending{pending}"
+        summary = trainer.fit(
+            train_text, steps=23, log_every=5, checkpoint_every=10, output_dir=out
+        )
+        runs[pending] = (trainer, summary, sorted(p.name for p in (out / "checkpoints").iterdir()))
+    (one, one_summary, one_files), (later, later_summary, later_files) = runs[1], runs[16]
+    assert later_files == one_files and any("ckpt-10" in name for name in one_files)
+    for key in ("steps", "tokens", "train_perplexity_forward", "train_perplexity_backward"):
+        assert later_summary[key] == one_summary[key], key
+    for a, b in zip(_values(one.model.variables), _values(later.model.variables), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -39,6 +39,11 @@ class TrainingCallbacks:
         self.callbacks = keras.callbacks.CallbackList(callbacks, model=model)
         self.epoch = None  # the data's pass at the previous step
 
+    @property
+    def per_step(self):
+        """Whether a callback (or `on_step`) wants every step's logs as it ends."""
+        return bool(self.callbacks.callbacks)
+
     def stop_requested(self):
         """Whether a callback set `model.stop_training`."""
         return bool(getattr(self.model, "stop_training", False))

@@ -25,33 +25,15 @@ from elmo_keras.training.common.checkpoints import (
 from elmo_keras.training.common.event_file import EventFileError
 from elmo_keras.training.common.finite import check_step, check_weights
 from elmo_keras.training.common.metrics import MetricsLogger
+from elmo_keras.training.common.pending_logs import PendingLogs
 from elmo_keras.training.common.stopping import StopRequests, stop_reason
 from elmo_keras.training.configs import TrainingConfig
 from elmo_keras.training.feed.data import SentenceStream, expand_files
 from elmo_keras.training.feed.tokenization import TOKENIZATION_RENAMED, no_other_arguments
 from elmo_keras.training.feed.windows import WindowPacker
 from elmo_keras.training.run.run_folder import CHECKPOINTS, LOGS
-from elmo_keras.training.run.setting_error import SettingError
-from elmo_keras.training.run.training_run import check_setting
-from elmo_keras.validation import check_int, renamed_argument
-
-
-def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every, shuffle):
-    """The checks of `fit`'s own arguments (a `TrainingRun` was checked when it was made): those
-    of the same settings (where a `TrainingRun` takes None for "the saved value", `fit` needs
-    the value itself)."""
-    for name, value in (
-        ("steps", steps),
-        ("epochs", epochs),
-        ("time_budget_s", time_budget_s),
-        ("checkpoint_every", checkpoint_every),
-        ("keep_checkpoints", keep),
-        ("log_every", log_every),
-    ):
-        check_setting(name, value)
-    if steps is None and epochs is None and time_budget_s is None:
-        raise SettingError("give {steps}, {epochs} or {time_budget_s} (when the run ends)")
-    check_int("shuffle_buffer", shuffle, minimum=0)
+from elmo_keras.training.run.training_run import check_fit_arguments, check_setting
+from elmo_keras.validation import renamed_argument
 
 
 @dataclasses.dataclass
@@ -66,6 +48,7 @@ class _Fit:
     hooks: TrainingCallbacks
     requests: StopRequests
     epochs: int | None = None
+    pending: PendingLogs = None
 
 
 class TrainerBase(abc.ABC):
@@ -84,10 +67,15 @@ class TrainerBase(abc.ABC):
         mixed_precision: None or `"bfloat16"`.
         freeze_bilm_steps: int. While the step is below it, only the softmax learns.
         tf32: bool. Allow TensorFloat-32 matrix products on GPUs (off: exact float32).
+        unroll: int. LSTM steps per iteration of the compiled loop (`ProjectedBiLSTM.unroll`).
+        stack_directions: bool. Both directions of a layer in one loop
+            (`ProjectedBiLSTM.stack_directions`).
     """
 
     is_chief = True
     multi_worker = False
+    # At most this many steps' logs wait on the devices (`PendingLogs`; 1: read every step).
+    pending_steps = 1
 
     def __init__(
         self,
@@ -99,6 +87,8 @@ class TrainerBase(abc.ABC):
         mixed_precision=None,
         freeze_bilm_steps=0,
         tf32=False,
+        unroll=1,
+        stack_directions=False,
     ):
         self.config = TrainingConfig.parse(config).replace(n_tokens_vocab=len(vocabulary))
         self.vocabulary = vocabulary
@@ -107,6 +97,8 @@ class TrainerBase(abc.ABC):
         self.mixed_precision = check_setting("mixed_precision", mixed_precision)
         self.freeze_bilm_steps = check_setting("freeze_bilm_steps", freeze_bilm_steps) or 0
         self.tf32 = check_setting("tf32", tf32)
+        self.unroll = check_setting("unroll", unroll)
+        self.stack_directions = check_setting("stack_directions", stack_directions)
         self.data_start_step = 0
         self.batch_size = self.config.batch_size
         if self.batch_size % replicas:
@@ -124,6 +116,11 @@ class TrainerBase(abc.ABC):
     @property
     def bilm(self):
         return self.model.bilm
+
+    def _set_loop(self):
+        """The run's loop settings to the LSTMs: how, not what, they compute (not saved)."""
+        self.model.bilm.bilstm.unroll = self.unroll
+        self.model.bilm.bilstm.stack_directions = self.stack_directions
 
     def candidates(self, step):
         """The sampled softmax's candidates of `step` (NumPy; None: the full softmax)."""
@@ -263,6 +260,7 @@ class TrainerBase(abc.ABC):
         requests = StopRequests(time_budget_s, handle_signals, hooks.stop_requested)
         logger = self._logger(output_dir, progress, steps, start)
         fit = _Fit(steps, log_every, checkpoint_every, manager, logger, hooks, requests, epochs)
+        fit.pending = PendingLogs(1 if hooks.per_step else self.pending_steps)
         skip = start - self.data_start_step
         batches = self._batches(train, epochs, tokenization_mode, shuffle_buffer, skip)
         return self._run(batches, fit)
@@ -272,6 +270,7 @@ class TrainerBase(abc.ABC):
         try:
             with fit.requests:
                 stopped = self._train_loop(batches, fit)
+                fit.pending.settle(functools.partial(self._take_logs, fit))
         except BaseException:
             fit.logger.abandon()
             raise
@@ -305,27 +304,33 @@ class TrainerBase(abc.ABC):
         return "steps"
 
     def _after_step(self, fit, logs, votes, epoch):
-        """Callbacks, metrics and checkpoint of the step just taken; returns a stop reason."""
+        """Callbacks, metrics and checkpoint of the step just taken; returns a stop reason.
+        The step's logs wait in `fit.pending` until a point that needs them."""
         step = self.global_step
-        check_step(step, logs, None if fit.manager is None else fit.manager.directory)
-        fit.hooks.step_end(step, logs, epoch, fit.logger)
-        fit.logger.update(step, logs)
-        if step % fit.log_every == 0 or step == fit.steps:
-            # With `epochs`, the line also says which pass over the data the step was in.
+        fit.pending.add(step, logs, epoch)
+        log_now = step % fit.log_every == 0 or step == fit.steps
+        save_now = fit.manager is not None and step % fit.checkpoint_every == 0
+        if log_now or save_now or fit.pending.full():
+            fit.pending.settle(functools.partial(self._take_logs, fit))
+        if log_now:  # with `epochs`, the line also says which pass over the data it was in
+            passes = None if fit.epochs is None else (epoch + 1, fit.epochs)
             try:
-                fit.logger.write(
-                    step, epoch=None if fit.epochs is None else (epoch + 1, fit.epochs)
-                )
+                fit.logger.write(step, epoch=passes)
             except EventFileError as error:
                 self._stop_without_log(fit, error)
-        if fit.manager is not None and step % fit.checkpoint_every == 0:
+        if save_now:
             self._save(fit)
         if not self.multi_worker:  # one process: stop right after this step
             votes = fit.requests.votes()
         # Several workers decide from everyone's votes taken at the start of this step: all
-        # leave after the same step (a lone worker leaving would keep the others waiting in a
-        # collective) and save the same checkpoint.
+        # leave after the same one (a lone one would leave the others waiting in a collective).
         return stop_reason(votes)
+
+    def _take_logs(self, fit, step, logs, epoch):
+        """A step's logs, read: the finite check, the callbacks, the metrics."""
+        check_step(step, logs, fit.manager and fit.manager.directory)
+        fit.hooks.step_end(step, logs, epoch, fit.logger)
+        fit.logger.update(step, logs)
 
     def _save(self, fit, unless_saved=False):
         """A checkpoint of the current step (`unless_saved`: unless the newest holds it); the

@@ -32,6 +32,7 @@ from elmo_keras.training.jax.jax_placement import JaxPlacement
 from elmo_keras.training.jax.jax_state import JaxTrainingState
 
 _PREFETCH = 4  # batches prepared ahead of the step
+_METRICS = ("forward_nll", "backward_nll", "tokens", "grad_norm")
 
 
 class JaxTrainer(TrainerBase):
@@ -55,6 +56,10 @@ class JaxTrainer(TrainerBase):
             (Adagrad with a sampled softmax). None: whenever that applies.
         tf32: bool. Matrix products in TensorFloat-32 on GPUs (`jax.default_matmul_precision`
             `"tensorfloat32"`); off: `"highest"`, exact float32. Defaults to `False`.
+        unroll: int. LSTM steps per iteration of the compiled loop (`ProjectedBiLSTM.unroll`;
+            faster GPU steps, longer compiles). Defaults to `1`.
+        stack_directions: bool. Each layer's two directions in one loop with stacked weights
+            (`ProjectedBiLSTM.stack_directions`). Defaults to `False`.
 
     Example:
     >>> trainer = JaxTrainer(get_config("tiny"), Vocabulary.load("vocab.txt"))  # doctest: +SKIP
@@ -72,6 +77,8 @@ class JaxTrainer(TrainerBase):
         freeze_bilm_steps=0,
         sparse_softmax=None,
         tf32=False,
+        unroll=1,
+        stack_directions=False,
     ):
         self.devices = list(devices) if devices is not None else jax.devices()
         super().__init__(
@@ -83,6 +90,8 @@ class JaxTrainer(TrainerBase):
             mixed_precision,
             freeze_bilm_steps,
             tf32,
+            unroll,
+            stack_directions,
         )
         self.precision = "tensorfloat32" if self.tf32 else "highest"
         self.is_chief = jax.process_index() == 0
@@ -97,7 +106,13 @@ class JaxTrainer(TrainerBase):
             sparse_softmax,
             self.is_chief,
         )
+        self._set_loop()
         self._train_step = None
+        self._learning_rate = None
+
+    # The step's metrics stay on the devices for up to this many steps (`PendingLogs`): the
+    # host dispatches the next step without waiting for the last one to finish.
+    pending_steps = 16
 
     model = property(lambda self: self.state.model)
     optimizer = property(lambda self: self.state.optimizer)
@@ -127,25 +142,29 @@ class JaxTrainer(TrainerBase):
                 self.carry_state,
             )
         values = self.state.on_devices()
-        candidates = self.candidates(self.global_step)
-        if candidates is not None:
+        candidates = batch.pop("candidates")  # drawn with the batch (`_batches`)
+        if isinstance(candidates, np.ndarray):  # several processes: placed here, in step
             candidates = self._placement.put(candidates, False)
-        learning_rate = np.float32(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+        if self._learning_rate is None:
+            # Read once per `fit`: reading the variable each step would wait for the last step.
+            rate = keras.ops.convert_to_numpy(self.optimizer.learning_rate)
+            self._learning_rate = np.float32(rate)
         step = np.int32(self.global_step)
         with jax.default_matmul_precision(self.precision):
-            values, metrics = self._train_step(values, batch, candidates, step, learning_rate)
+            values, metrics = self._train_step(values, batch, candidates, step, self._learning_rate)
         self.state.keep(values)
-        values = [float(metrics[k]) for k in ("forward_nll", "backward_nll", "tokens", "grad_norm")]
         votes = requests.votes()
         if self.multi_worker:
             from jax.experimental import multihost_utils
 
             gathered = multihost_utils.process_allgather(np.asarray(votes, np.float32))
             votes = [float(v) for v in np.sum(np.reshape(gathered, (-1, len(votes))), axis=0)]
-        return step_logs(*values), votes
+        # Read when the loop needs the numbers (`TrainerBase._after_step`), not now.
+        return (lambda: step_logs(*(float(metrics[k]) for k in _METRICS))), votes
 
     def _fit(self, *args, **kwargs):
         """`TrainerBase.fit`; afterwards the carried state is in `state_h` and `state_c`."""
+        self._learning_rate = None  # a callback may have changed it since the last `fit`
         try:
             return super()._fit(*args, **kwargs)
         finally:
@@ -171,11 +190,20 @@ class JaxTrainer(TrainerBase):
     def _batches(self, train, epochs, tokenization_mode, shuffle_buffer, skip):
         packer = self._packer(train, epochs, tokenization_mode, shuffle_buffer)
         rows, put = self._placement.local_rows(), self._placement.put
+        first_step = self.global_step
 
         def produce():
-            for batch in packer.batches(skip=skip):
+            for index, batch in enumerate(packer.batches(skip=skip)):
                 local = {key: value[rows] for key, value in batch.items()}
-                yield {key: put(value, True) for key, value in local.items()}, packer.epoch
+                local = {key: put(value, True) for key, value in local.items()}
+                # The step's candidates, drawn here for `(seed, step)` as the step would, and
+                # placed here too unless several processes must place them together (a
+                # replicated `device_put` is a collective: it belongs to the step's thread).
+                candidates = self.candidates(first_step + index)
+                if candidates is not None and not self.multi_worker:
+                    candidates = put(candidates, False)
+                local["candidates"] = candidates
+                yield local, packer.epoch
 
         return prefetched(produce(), _PREFETCH)
 

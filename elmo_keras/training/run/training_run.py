@@ -25,6 +25,7 @@ from elmo_keras.training.common.distribute import STRATEGIES
 from elmo_keras.training.configs import CONFIGS, MAX_BATCH_SIZE
 from elmo_keras.training.run import setting_checks as checks
 from elmo_keras.training.run.setting_error import SettingError
+from elmo_keras.validation import check_int
 
 if typing.TYPE_CHECKING:
     import tensorflow as tf
@@ -203,6 +204,14 @@ class TrainingRun:
     tf32: bool = _setting(
         False, help="Allow TensorFloat-32 matrix products on GPUs (faster, about 3 significant "
         "digits; off: exact float32)", check=checks.switch, flag="--tf32", switch=True)
+    unroll: int = _setting(
+        1, help="LSTM steps per iteration of the compiled loop (JAX: lax.scan's unroll; longer "
+        "compiles, faster GPU steps; the same numbers)", check=checks.positive_int(),
+        flag="--unroll", metavar="N")
+    stack_directions: bool = _setting(
+        False, help="Run each layer's forward and backward LSTMs in one loop with stacked "
+        "weights: one batched product a step instead of two (the same numbers)",
+        check=checks.switch, flag="--stack-directions", switch=True)
     shuffle_buffer: int | None = _setting(
         None, help="0: every epoch shuffles all the lines of the training text (about 12 bytes "
         "a line in memory); N: the lines stream through an N-line shuffle buffer instead, for "
@@ -289,3 +298,21 @@ def _docstring():
 
 
 TrainingRun.__doc__ = _docstring()
+
+
+def check_fit_arguments(steps, epochs, time_budget_s, checkpoint_every, keep, log_every, shuffle):
+    """The checks of `fit`'s own arguments (a `TrainingRun` was checked when it was made): those
+    of the same settings (where a `TrainingRun` takes None for "the saved value", `fit` needs
+    the value itself)."""
+    for name, value in (
+        ("steps", steps),
+        ("epochs", epochs),
+        ("time_budget_s", time_budget_s),
+        ("checkpoint_every", checkpoint_every),
+        ("keep_checkpoints", keep),
+        ("log_every", log_every),
+    ):
+        check_setting(name, value)
+    if steps is None and epochs is None and time_budget_s is None:
+        raise SettingError("give {steps}, {epochs} or {time_budget_s} (when the run ends)")
+    check_int("shuffle_buffer", shuffle, minimum=0)

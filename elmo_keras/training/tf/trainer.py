@@ -51,6 +51,10 @@ class Trainer(TrainerBase):
         tf32: bool. Allow TensorFloat-32 matrix products on GPUs. TensorFlow allows them by
             default; the trainer turns them off (exact float32) unless this is True. The
             setting is TensorFlow's, for the whole process. Defaults to `False`.
+        unroll: int. LSTM steps per iteration of the compiled loop (`ProjectedBiLSTM.unroll`;
+            faster GPU steps, longer compiles). Defaults to `1`.
+        stack_directions: bool. Each layer's two directions in one loop with stacked weights
+            (`ProjectedBiLSTM.stack_directions`). Defaults to `False`.
 
     Example:
     >>> trainer = Trainer(get_config("tiny"), Vocabulary.load("vocab.txt"))  # doctest: +SKIP
@@ -68,6 +72,8 @@ class Trainer(TrainerBase):
         jit_compile=False,
         freeze_bilm_steps=0,
         tf32=False,
+        unroll=1,
+        stack_directions=False,
     ):
         self.strategy = strategy or tf.distribute.get_strategy()
         super().__init__(
@@ -79,6 +85,8 @@ class Trainer(TrainerBase):
             mixed_precision,
             freeze_bilm_steps,
             tf32,
+            unroll,
+            stack_directions,
         )
         tf.config.experimental.enable_tensor_float_32_execution(self.tf32)
         self.jit_compile = bool(jit_compile)
@@ -90,6 +98,7 @@ class Trainer(TrainerBase):
         # Adagrad with a sampled softmax: the softmax kernel is updated row by row (`gradients`).
         sampled = self.model.n_negative_samples > 0
         self.sparse_softmax = sampled and self.config.optimizer == "adagrad"
+        self._set_loop()
         self._train_step = None
 
     model = property(lambda self: self.state.model)
