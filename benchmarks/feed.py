@@ -16,7 +16,8 @@ WikiText-2 train (whitespace tokens held as lists, the vocabulary of the text):
   tokenizing, whole-text shuffle), and downstream the step's 8,192 candidates and
   `jax.device_put` of the batch (a CPU here: a host copy);
 - the whole feed: packing (inline, and with the default workers), candidates and transfer, one
-  after another.
+  after another; and the trainer's feed: the same, packing the sentences as the stream reads
+  them.
 
 Rounds interleave the contenders (A B A B ...); the table has medians. A batch is 2,560
 positions ("tokens"). The machine line and the load average end the table.
@@ -146,6 +147,13 @@ def _contenders(path, sentences, vocabulary, args):
         rows[f"whole feed: packing ({w} workers), candidates, transfer"] = lambda w=w: (
             _timed_batches(packer(w).batches(), n, whole)
         )
+
+    def trainer_feed():  # what `JaxTrainer` runs: the stream read as the packer packs
+        stream = SentenceStream(str(path), "whitespace", seed=0, epochs=None)
+        p = WindowPacker(stream, vocabulary, BATCH, STEPS, CHARS)
+        return _timed_batches(p.batches(), n, whole)
+
+    rows["trainer's feed: the sentence stream, then the whole feed"] = trainer_feed
     return rows
 
 

@@ -12,10 +12,11 @@ positions in both directions; the backward window is handed to the model in natu
 row reversed by its own length), which is what `ProjectedBiLSTM(backward_inputs=...)` expects.
 
 The stream is deterministic given the seed: a run resumed at global batch `k` rebuilds it and
-skips `k` batches (without computing character ids), which restores the data position exactly.
+skips `k` batches (without looking up word or character ids), which restores the data position
+exactly.
 
-NumPy, except `make_dataset` (tf.data); `prefetched` runs a batch iterator in a background thread
-(the JAX trainer's feed).
+NumPy, except `make_dataset` (tf.data); `ordered_map` runs the materializing in worker threads,
+`prefetched` a batch iterator in a background thread (the JAX trainer's feed).
 """
 
 import collections
