@@ -1,7 +1,7 @@
 """The JAX trainer's feed alone, tokens/s: windows, character ids, candidates, transfer (issue 43).
 
-    python benchmarks/feed.py [--batches 200] [--old-batches 20] [--workers 1 2] [--rounds 3]
-        [--json benchmarks/results/feed.json]
+    python benchmarks/feed.py [--batches 200] [--old-batches 20] [--stream-batches 800]
+        [--workers 1 2] [--rounds 3] [--json benchmarks/results/feed.json]
 
 What the JAX trainer's background thread does per step for the `original` configuration at
 128 x 20 (`JaxTrainer._batches` and `candidates`), timed without any training step, over
@@ -10,6 +10,8 @@ WikiText-2 train (whitespace tokens held as lists, the vocabulary of the text):
 - the packing before issue 43 (`WindowPacker` of commit `OLD_COMMIT`, loaded from git: one
   50-id row assigned per token and direction) against today's (`WindowPacker`: one planner
   thread, character ids by gathers from the vocabulary's table, `workers` materializing threads);
+- the same packing of sentences given as word ids (what the processes of
+  `SentenceStream(vocabulary=..., workers=N)` send back: the parent's share of the work);
 - today's stages alone: the planner (windows, each sentence's word ids and table rows, the
   blocks of each window) and the materializing (the gathers), one thread each;
 - upstream, the sentence stream the trainer reads (`SentenceStream` of the same file, whitespace
@@ -17,7 +19,8 @@ WikiText-2 train (whitespace tokens held as lists, the vocabulary of the text):
   `jax.device_put` of the batch (a CPU here: a host copy);
 - the whole feed: packing (inline, and with the default workers), candidates and transfer, one
   after another; and the trainer's feed: the same, packing the sentences as the stream reads
-  them.
+  them, as token lists (today's trainer) or as word ids (`SentenceStream(vocabulary=...,
+  workers=N)`: lines tokenized and looked up in N processes, 0: inline).
 
 Rounds interleave the contenders (A B A B ...); the table has medians. A batch is 2,560
 positions ("tokens"). The machine line and the load average end the table.
@@ -63,6 +66,16 @@ def _old_packer_class():
     module = importlib.util.module_from_spec(spec)
     exec(compile(source, f"{OLD_COMMIT}:{WINDOWS}", "exec"), module.__dict__)  # noqa: S102
     return module.WindowPacker
+
+
+def _encoded(sentences, vocabulary):
+    """`sentences` as the worker processes of `SentenceStream(vocabulary=...)` send them."""
+    from elmo_keras.training.feed import encoded_sentence
+
+    lines = [" ".join(sentence) for sentence in sentences]
+    word_ids = {token: i for i, token in enumerate(vocabulary.tokens)}
+    chunk = encoded_sentence._encode_chunk(lines, "whitespace", word_ids, "jax")
+    return encoded_sentence._sentences(chunk)
 
 
 def _rate(seconds, batches):
@@ -138,6 +151,10 @@ def _contenders(path, sentences, vocabulary, args):
     rows["packing, 0 workers (all in 1 thread)"] = lambda: _timed_batches(packer(0).batches(), n)
     for w in args.workers:
         rows[f"packing, {w} workers"] = lambda w=w: _timed_batches(packer(w).batches(), n)
+    encoded = _encoded(sentences, vocabulary)
+    rows["packing sentences as word ids (from the processes), 0 workers"] = lambda: _timed_batches(
+        WindowPacker(iter(encoded), vocabulary, BATCH, STEPS, CHARS, 0).batches(), n
+    )
     rows["planner alone, 1 thread"] = planner
     rows["materializing alone, 1 thread"] = materializing
     rows["sentence stream (SentenceStream, whitespace, shuffled)"] = stream
@@ -148,12 +165,15 @@ def _contenders(path, sentences, vocabulary, args):
             _timed_batches(packer(w).batches(), n, whole)
         )
 
-    def trainer_feed():  # what `JaxTrainer` runs: the stream read as the packer packs
-        stream = SentenceStream(str(path), "whitespace", seed=0, epochs=None)
+    def trainer_feed(processes=None):  # the stream read as the packer packs (`JaxTrainer`)
+        encoded = {} if processes is None else {"vocabulary": vocabulary, "workers": processes}
+        stream = SentenceStream(str(path), "whitespace", seed=0, epochs=None, **encoded)
         p = WindowPacker(stream, vocabulary, BATCH, STEPS, CHARS)
-        return _timed_batches(p.batches(), n, whole)
+        return _timed_batches(p.batches(), args.stream_batches, whole)
 
     rows["trainer's feed: the sentence stream, then the whole feed"] = trainer_feed
+    for w in (0, *args.workers):
+        rows[f"trainer's feed, lines encoded in {w} processes"] = lambda w=w: trainer_feed(w)
     return rows
 
 
@@ -161,7 +181,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=200, help="batches a measurement")
     parser.add_argument("--old-batches", type=int, default=20, help="for the old packing")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--stream-batches", type=int, default=800, help="for the trainer's feed (chunks ahead)"
+    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="threads, processes")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
@@ -191,7 +214,8 @@ def main():
     table = "\n".join([header, *(common.table_row(r) for r in table_rows)])
     table += (
         f"\n\nMedians of {args.rounds} interleaved rounds of {args.batches} batches "
-        f"({args.old_batches} for the packing before issue 43). `{' '.join(sys.argv)}`. "
+        f"({args.old_batches} for the packing before issue 43, {args.stream_batches} for "
+        f"the trainer's feed). `{' '.join(sys.argv)}`. "
         f"{common.machine_line(env)}; load average {env['load_average_at_start']} at the "
         f"start, {env['load_average_at_end']} at the end."
     )

@@ -8,7 +8,7 @@ import pytest
 
 from elmo_keras.text.char_ids import BOS_TOKEN, EOS_TOKEN, token_to_char_ids
 from elmo_keras.text.vocabulary import Vocabulary
-from elmo_keras.training.feed import char_table, long_line
+from elmo_keras.training.feed import char_table, data, long_line
 from elmo_keras.training.feed.data import SentenceStream, build_vocabulary
 from elmo_keras.training.feed.windows import WindowPacker, _window_tokens, ordered_map
 
@@ -162,3 +162,59 @@ def test_ordered_map_keeps_order_and_bounds_what_runs_ahead():
     assert len(started) <= 10 + 4 + 1
     results.close()
     assert list(ordered_map(str, range(5), workers=0)) == ["0", "1", "2", "3", "4"]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_sentences_encoded_in_worker_processes_give_the_same_batches(
+    text_file, monkeypatch, workers
+):
+    """`SentenceStream(vocabulary=...)`: lines tokenized and looked up as word ids in chunks
+    (by `workers` processes, spawned), long lines streamed in their place: the batches and the
+    epochs are those of the token lists, over two shuffled epochs and resumed with `skip`."""
+    monkeypatch.setattr(long_line, "LONG_LINE_BYTES", 300)
+    monkeypatch.setattr(long_line, "_PIECE_BYTES", 64)
+    monkeypatch.setattr(data, "_LINES_PER_CHUNK", 16)  # several chunks an epoch
+    monkeypatch.setattr(data, "keras_backend", lambda: "jax")  # workers without TensorFlow
+    vocab = build_vocabulary(str(text_file), max_size=60)
+
+    def batches(skip=0, **kwargs):
+        stream = SentenceStream(str(text_file), shuffle=True, seed=3, epochs=2, **kwargs)
+        packer = WindowPacker(stream, vocab, batch_size=6, unroll_steps=9, workers=0)
+        arrays = []
+        for batch in packer.batches(skip=skip):
+            arrays.append([*_arrays([batch])[0], np.int32(packer.epoch)])
+        return arrays
+
+    kinds = {
+        type(s).__name__
+        for s in SentenceStream(str(text_file), shuffle=False, epochs=1, vocabulary=vocab)
+    }
+    assert kinds == {"EncodedSentence", "StreamedSentence"}
+    expected = batches()
+    assert expected[0][-1] == 0 and expected[-1][-1] == 1
+    _assert_same(batches(vocabulary=vocab, workers=workers), expected)
+    _assert_same(batches(skip=37, vocabulary=vocab, workers=workers), expected[37:])
+
+
+def test_worker_processes_raise_errors_and_end(train_text, train_vocab, monkeypatch):
+    """A chunk that fails in a worker process is raised here as its error; closing the stream
+    early, or after the error, leaves no worker process behind."""
+    import multiprocessing
+
+    from elmo_keras.training.feed.encoded_sentence import encoded_sentences, encoding_pool
+
+    pool = encoding_pool(train_vocab, 2, "jax")
+    try:
+        sentences = encoded_sentences(
+            iter([["a b"], [None]]), "whitespace", train_vocab, pool, "jax"
+        )
+        assert len(next(sentences)) == 2
+        with pytest.raises(ValueError, match="^`sentence` must be a str. Received: sentence=None"):
+            next(sentences)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    monkeypatch.setattr(data, "keras_backend", lambda: "jax")
+    stream = iter(SentenceStream(train_text, epochs=None, vocabulary=train_vocab, workers=2))
+    assert len(next(stream)) > 0
+    stream.close()
+    assert not multiprocessing.active_children()

@@ -51,19 +51,28 @@ class CharTable:
     def encode(self, tokens, before=(), after=()):
         """`[2, n]` int32: each token's table row and its word id, after the word ids `before`
         and before the word ids `after` (sentence boundaries: their row is their id)."""
-        first, count = len(before), len(tokens)
+        count = len(tokens)
+        ids = np.fromiter(map(self._word_ids.get, tokens, itertools.repeat(-1, count)), np.int32)
+        missing = np.flatnonzero(ids < 0).tolist()
+        return self._encoded(ids, {i: tokens[i] for i in missing}, before, after)
+
+    def encode_ids(self, sentence, before=(), after=()):
+        """`encode` of an `encoded_sentence.EncodedSentence` (word ids looked up already)."""
+        return self._encoded(sentence.ids, sentence.outside, before, after)
+
+    def _encoded(self, ids, outside, before, after):
+        first, count = len(before), len(ids)
         out = np.empty((2, first + count + len(after)), np.int32)
-        ids = map(self._word_ids.get, tokens, itertools.repeat(-1, count))
-        out[0, first : first + count] = np.fromiter(ids, np.int32, count)
+        out[0, first : first + count] = ids
         out[0, :first], out[0, first + count :] = before, after
         out[1] = out[0]
-        missing = np.flatnonzero(out[1] < 0)
-        if missing.size:
+        if outside:
             if self.unk is None:
-                token = tokens[missing[0] - first]
+                token = next(iter(outside.values()))
                 raise ValueError(f"Token {token!r} is not in the vocabulary, which has no '<UNK>'.")
-            out[1, missing] = self.unk
-            out[0, missing] = [self._extra_row(tokens[i - first]) for i in missing.tolist()]
+            at = np.fromiter(outside, np.int64, len(outside)) + first
+            out[1, at] = self.unk
+            out[0, at] = [self._extra_row(token) for token in outside.values()]
         return out
 
     def renew_if_full(self):

@@ -28,6 +28,7 @@ import threading
 import numpy as np
 
 from elmo_keras.training.feed.char_table import CharTable
+from elmo_keras.training.feed.encoded_sentence import EncodedSentence
 from elmo_keras.validation import check_int
 
 
@@ -159,9 +160,11 @@ class WindowPacker:
     def _segment_blocks(self, state, start, stop):
         tokens = state[0]
         bos, eos = self._ends
-        if isinstance(tokens, list | tuple):
+        if isinstance(tokens, list | tuple | EncodedSentence):
             if state[1] is None or state[1][0] != self._chars.generation:
-                state[1] = (self._chars.generation, self._chars.encode(tokens, bos, eos))
+                known = isinstance(tokens, EncodedSentence)  # word ids looked up already
+                encode = self._chars.encode_ids if known else self._chars.encode
+                state[1] = (self._chars.generation, encode(tokens, bos, eos))
             encoded, n = state[1][1], len(tokens)
             # Backward position `p` is the forward stream's `n + 1 - p`.
             return encoded[:, start : stop + 1], encoded[:, n + 1 - stop : n + 2 - start]
@@ -233,9 +236,9 @@ def ordered_map(function, items, workers, ahead=None):
 
 def _positions(tokens, start, most):
     """How many of the `most` positions from `start` a sentence still has (positions `0..n`
-    for `n` tokens): a list of tokens, or a `streamed_sentence.StreamedSentence` (a long line
-    read from its file a window at a time)."""
-    if isinstance(tokens, list | tuple):
+    for `n` tokens): a list of tokens, an `EncodedSentence` (their word ids), or a
+    `streamed_sentence.StreamedSentence` (a long line read from its file a window at a time)."""
+    if isinstance(tokens, list | tuple | EncodedSentence):
         return max(0, min(len(tokens) + 1 - start, most))
     return tokens.positions(start, most)
 
