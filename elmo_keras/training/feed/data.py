@@ -200,7 +200,9 @@ class SentenceStream:
             `WindowPacker` (the same batches).
         workers: int. With `vocabulary`: processes tokenizing and looking up the lines, 2,048
             at a time (0, the default: in the iterating thread). The sentences are the same
-            whatever the number.
+            whatever the number. The processes are spawned (never forked: JAX and TensorFlow
+            run threads), so a script that trains must start under
+            `if __name__ == "__main__":`, as `multiprocessing` requires.
 
     Each sentence is a list of str, except a line longer than 256 KiB: a `StreamedSentence`
     (iterate it for its tokens), streamed from its file as `WindowPacker` fills windows.
