@@ -1,33 +1,45 @@
 """The JAX trainer's feed alone, tokens/s: windows, character ids, candidates, transfer (issue 43).
 
-    python benchmarks/feed.py [--batches 40] [--workers 1 2] [--json benchmarks/results/feed.json]
+    python benchmarks/feed.py [--batches 200] [--old-batches 20] [--stream-batches 800]
+        [--workers 1 2] [--rounds 3] [--json benchmarks/results/feed.json]
 
 What the JAX trainer's background thread does per step for the `original` configuration at
-128 x 20 (`JaxTrainer._batches` and `candidates`), timed without any training step: a
-`WindowPacker` over WikiText-2 train (whitespace tokens, the vocabulary of the text) packs the
-next batch (`iter_positions`: the windows of each row; `_materialize`: word ids and the
-character ids of both directions), `log_uniform_candidates` draws the step's 8,192 candidates,
-and `jax.device_put` copies the five arrays to the default device (a CPU here: a host copy).
+128 x 20 (`JaxTrainer._batches` and `candidates`), timed without any training step, over
+WikiText-2 train (whitespace tokens held as lists, the vocabulary of the text):
 
-Rows of the table: the stages alone in one thread (positions only, positions and materializing,
-candidates, transfer), the whole feed in one thread (`WindowPacker.batches` as the trainer runs
-it), the same in N threads (each thread materializes every N-th batch of its own packer: the
-GIL decides), and in N processes (each process packs every N-th batch of the same stream, as
-`batches(skip=...)` can, and sends it back through a pipe; the parent puts it on the device).
-A batch is 2,560 positions ("tokens"). The machine line and load average end the table.
+- the packing before issue 43 (`WindowPacker` of commit `OLD_COMMIT`, loaded from git: one
+  50-id row assigned per token and direction) against today's (`WindowPacker`: one planner
+  thread, character ids by gathers from the vocabulary's table, `workers` materializing threads);
+- the same packing of sentences given as word ids (what the processes of
+  `SentenceStream(vocabulary=..., workers=N)` send back: the parent's share of the work);
+- today's stages alone: the planner (windows, each sentence's word ids and table rows, the
+  blocks of each window) and the materializing (the gathers), one thread each;
+- upstream, the sentence stream the trainer reads (`SentenceStream` of the same file, whitespace
+  tokenizing, whole-text shuffle), and downstream the step's 8,192 candidates and
+  `jax.device_put` of the batch (a CPU here: a host copy);
+- the whole feed: packing (inline, and with the default workers), candidates and transfer, one
+  after another; and the trainer's feed: the same, packing the sentences as the stream reads
+  them, as token lists (today's trainer) or as word ids (`SentenceStream(vocabulary=...,
+  workers=N)`: lines tokenized and looked up in N processes, 0: inline).
+
+Rounds interleave the contenders (A B A B ...); the table has medians. A batch is 2,560
+positions ("tokens"). The machine line and the load average end the table.
 """
 
 import argparse
-import multiprocessing
+import importlib.util
 import os
 import statistics
-import threading
+import subprocess
+import sys
 import time
 
 import common
 
 BATCH, STEPS, CHARS = 128, 20, 50
 N_CANDIDATES = 8192  # `original`'s n_negative_samples_batch
+OLD_COMMIT = "5b945be"  # the parent of issue 43's feed: `_materialize` one token at a time
+WINDOWS = "elmo_keras/training/feed/windows.py"
 
 
 def _sentences():
@@ -35,140 +47,144 @@ def _sentences():
     if not path.is_file():
         raise SystemExit(f"needs WikiText-2 train at {path}")
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [line.split() for line in lines if line.strip()]
+    return path, [line.split() for line in lines if line.strip()]
 
 
-def _packer(sentences, vocabulary):
-    from elmo_keras.training.feed.windows import WindowPacker
+def _old_packer_class():
+    """The `WindowPacker` of `OLD_COMMIT`, or None where git cannot show it."""
+    try:
+        source = subprocess.run(
+            ["git", "show", f"{OLD_COMMIT}:{WINDOWS}"],
+            cwd=common.REPO,
+            capture_output=True,
+            check=True,
+            text=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    spec = importlib.util.spec_from_loader("old_windows", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    exec(compile(source, f"{OLD_COMMIT}:{WINDOWS}", "exec"), module.__dict__)  # noqa: S102
+    return module.WindowPacker
 
-    return WindowPacker(iter(sentences), vocabulary, BATCH, STEPS, CHARS)
+
+def _encoded(sentences, vocabulary):
+    """`sentences` as the worker processes of `SentenceStream(vocabulary=...)` send them."""
+    from elmo_keras.training.feed import encoded_sentence
+
+    lines = [" ".join(sentence) for sentence in sentences]
+    word_ids = {token: i for i, token in enumerate(vocabulary.tokens)}
+    chunk = encoded_sentence._encode_chunk(lines, "whitespace", word_ids, "jax")
+    return encoded_sentence._sentences(chunk)
 
 
 def _rate(seconds, batches):
     return batches * BATCH * STEPS / seconds
 
 
-def _stage_rates(sentences, vocabulary, batches):
-    """Each stage alone, one thread -> {stage: tokens/s}."""
+def _timed_batches(iterator, batches, each=None):
+    """Tokens/s of taking `batches` items after the first (which starts threads, tables)."""
+    next(iterator)
+    start = time.perf_counter()
+    for step, item in zip(range(batches), iterator, strict=False):
+        if each is not None:
+            each(item, step)
+    rate = _rate(time.perf_counter() - start, batches)
+    iterator.close()
+    return rate
+
+
+def _contenders(path, sentences, vocabulary, args):
+    """name -> callable returning tokens/s (one measurement)."""
     import jax
 
     from elmo_keras.models.language_model import log_uniform_candidates
-
-    rates = {}
-    start = time.perf_counter()
-    for index, _ in enumerate(_packer(sentences, vocabulary).iter_positions()):
-        if index + 1 == batches:
-            break
-    rates["windows (positions only)"] = _rate(time.perf_counter() - start, batches)
-    packer = _packer(sentences, vocabulary)
-    start = time.perf_counter()
-    packed = [b for _, b in zip(range(batches), packer.batches(), strict=False)]
-    rates["windows + word and character ids"] = _rate(time.perf_counter() - start, batches)
-    start = time.perf_counter()
-    for step in range(batches):
-        log_uniform_candidates(N_CANDIDATES, len(vocabulary.tokens), (0, step))
-    rates["candidates (8,192 a step)"] = _rate(time.perf_counter() - start, batches)
-    device = jax.devices()[0]
-    start = time.perf_counter()
-    for batch in packed:
-        jax.block_until_ready([jax.device_put(v, device) for v in batch.values()])
-    rates[f"transfer to {device.platform}"] = _rate(time.perf_counter() - start, batches)
-    return rates
-
-
-def _whole_step(batch, step, vocabulary_size, device):
-    import jax
-
-    from elmo_keras.models.language_model import log_uniform_candidates
-
-    candidates = log_uniform_candidates(N_CANDIDATES, vocabulary_size, (0, step))
-    arrays = [*batch.values(), candidates]
-    return jax.block_until_ready([jax.device_put(v, device) for v in arrays])
-
-
-def _shard(sentences, vocabulary, workers, worker, batches):
-    """Every `workers`-th batch of the stream from `worker`, materialized."""
-    packer = _packer(sentences, vocabulary)
-    for index, rows in enumerate(packer.iter_positions()):
-        if index >= batches * workers:
-            return
-        if index % workers == worker:
-            yield index, packer._materialize(rows)
-
-
-def _threads(sentences, vocabulary, workers, batches):
-    import jax
+    from elmo_keras.training.feed.data import SentenceStream
+    from elmo_keras.training.feed.windows import WindowPacker, default_workers
 
     device = jax.devices()[0]
+    old = _old_packer_class()
+    n = args.batches
 
-    def work(worker):
-        for index, batch in _shard(sentences, vocabulary, workers, worker, batches):
-            _whole_step(batch, index, len(vocabulary.tokens), device)
+    def packer(workers):
+        return WindowPacker(iter(sentences), vocabulary, BATCH, STEPS, CHARS, workers=workers)
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return _rate(time.perf_counter() - start, batches * workers)
+    def planner():
+        p = packer(0)
+        return _timed_batches((p._plan(rows) for rows in p.iter_positions()), n)
 
+    def materializing():
+        p = packer(0)
+        positions = zip(range(n + 1), p.iter_positions(), strict=False)
+        plans = [p._plan(rows) for _, rows in positions]
+        return _timed_batches((p._materialize((0, plan)) for plan in plans), n)
 
-_SHARED = {}
+    def stream():
+        sentences = iter(SentenceStream(str(path), "whitespace", seed=0, epochs=None))
+        start, tokens = time.perf_counter(), 0
+        while tokens < n * BATCH * STEPS:
+            tokens += len(next(sentences)) + 1  # a sentence's positions: its tokens and </S>
+        return tokens / (time.perf_counter() - start)
 
+    def candidates():
+        start = time.perf_counter()
+        for step in range(n):
+            log_uniform_candidates(N_CANDIDATES, len(vocabulary.tokens), (0, step))
+        return _rate(time.perf_counter() - start, n)
 
-def _process_work(worker):
-    sentences, vocabulary, workers, batches, pipe = (
-        _SHARED[k] for k in ("sentences", "vocabulary", "workers", "batches", "pipes")
+    def transfer():
+        batch = next(packer(0).batches())
+        start = time.perf_counter()
+        for _ in range(n):
+            jax.block_until_ready([jax.device_put(v, device) for v in batch.values()])
+        return _rate(time.perf_counter() - start, n)
+
+    def whole(batch, step):
+        drawn = log_uniform_candidates(N_CANDIDATES, len(vocabulary.tokens), (0, step))
+        jax.block_until_ready([jax.device_put(v, device) for v in (*batch.values(), drawn)])
+
+    rows = {}
+    if old is not None:
+        rows["packing before issue 43, 1 thread"] = lambda: _timed_batches(
+            old(iter(sentences), vocabulary, BATCH, STEPS, CHARS).batches(), args.old_batches
+        )
+    rows["packing, 0 workers (all in 1 thread)"] = lambda: _timed_batches(packer(0).batches(), n)
+    for w in args.workers:
+        rows[f"packing, {w} workers"] = lambda w=w: _timed_batches(packer(w).batches(), n)
+    encoded = _encoded(sentences, vocabulary)
+    rows["packing sentences as word ids (from the processes), 0 workers"] = lambda: _timed_batches(
+        WindowPacker(iter(encoded), vocabulary, BATCH, STEPS, CHARS, 0).batches(), n
     )
-    from elmo_keras.models.language_model import log_uniform_candidates
+    rows["planner alone, 1 thread"] = planner
+    rows["materializing alone, 1 thread"] = materializing
+    rows["sentence stream (SentenceStream, whitespace, shuffled)"] = stream
+    rows["candidates (8,192 a step), 1 thread"] = candidates
+    rows[f"transfer to {device.platform}, 1 thread"] = transfer
+    for w in sorted({0, default_workers()}):
+        rows[f"whole feed: packing ({w} workers), candidates, transfer"] = lambda w=w: (
+            _timed_batches(packer(w).batches(), n, whole)
+        )
 
-    for index, batch in _shard(sentences, vocabulary, workers, worker, batches):
-        candidates = log_uniform_candidates(N_CANDIDATES, len(vocabulary.tokens), (0, index))
-        pipe[worker].send((index, batch, candidates))
-    pipe[worker].send(None)
+    def trainer_feed(processes=None):  # the stream read as the packer packs (`JaxTrainer`)
+        encoded = {} if processes is None else {"vocabulary": vocabulary, "workers": processes}
+        stream = SentenceStream(str(path), "whitespace", seed=0, epochs=None, **encoded)
+        p = WindowPacker(stream, vocabulary, BATCH, STEPS, CHARS)
+        return _timed_batches(p.batches(), args.stream_batches, whole)
 
-
-def _processes(sentences, vocabulary, workers, batches):
-    """N forked processes pack; the parent receives and puts every batch on the device."""
-    import jax
-
-    device = jax.devices()[0]
-    pipes = [multiprocessing.Pipe(duplex=False) for _ in range(workers)]
-    _SHARED.update(
-        sentences=sentences,
-        vocabulary=vocabulary,
-        workers=workers,
-        batches=batches,
-        pipes=[send for _, send in pipes],
-    )
-    context = multiprocessing.get_context("fork")
-    start = time.perf_counter()
-    children = [context.Process(target=_process_work, args=(w,)) for w in range(workers)]
-    for child in children:
-        child.start()
-    received, open_pipes = 0, [receive for receive, _ in pipes]
-    while open_pipes:
-        for receive in list(open_pipes):
-            item = receive.recv()
-            if item is None:
-                open_pipes.remove(receive)
-                continue
-            _, batch, candidates = item
-            jax.block_until_ready(
-                [jax.device_put(v, device) for v in (*batch.values(), candidates)]
-            )
-            received += 1
-    seconds = time.perf_counter() - start
-    for child in children:
-        child.join()
-    return _rate(seconds, received)
+    rows["trainer's feed: the sentence stream, then the whole feed"] = trainer_feed
+    for w in (0, *args.workers):
+        rows[f"trainer's feed, lines encoded in {w} processes"] = lambda w=w: trainer_feed(w)
+    return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--batches", type=int, default=40, help="batches per worker and row")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--batches", type=int, default=200, help="batches a measurement")
+    parser.add_argument("--old-batches", type=int, default=20, help="for the old packing")
+    parser.add_argument(
+        "--stream-batches", type=int, default=800, help="for the trainer's feed (chunks ahead)"
+    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="threads, processes")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
@@ -178,41 +194,30 @@ def main():
 
     env = common.environment(with_tensorflow=False)
     env["load_average_at_start"] = os.getloadavg()
-    sentences = _sentences()
+    path, sentences = _sentences()
     vocabulary = Vocabulary.build(sentences)
     print(common.machine_line(env), f"vocabulary {len(vocabulary.tokens)}", flush=True)
-    import jax
-
-    device = jax.devices()[0]
+    contenders = _contenders(path, sentences, vocabulary, args)
     rows = {}
     for r in range(args.rounds):  # interleaved rounds, medians
-        for stage, rate in _stage_rates(sentences, vocabulary, args.batches).items():
-            rows.setdefault(f"{stage}, 1 thread", []).append(rate)
-        start = time.perf_counter()
-        packer = _packer(sentences, vocabulary)
-        for step, batch in zip(range(args.batches), packer.batches(), strict=False):
-            _whole_step(batch, step, len(vocabulary.tokens), device)
-        rate = _rate(time.perf_counter() - start, args.batches)
-        rows.setdefault("whole feed, 1 thread", []).append(rate)
-        for n in args.workers:
-            rate = _threads(sentences, vocabulary, n, args.batches)
-            rows.setdefault(f"whole feed, {n} threads", []).append(rate)
-            rate = _processes(sentences, vocabulary, n, args.batches)
-            rows.setdefault(f"whole feed, {n} processes", []).append(rate)
+        for name, measure in contenders.items():
+            rows.setdefault(name, []).append(measure())
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     env["load_average_at_end"] = os.getloadavg()
     median = {name: statistics.median(values) for name, values in rows.items()}
-    one = median["whole feed, 1 processes"] if 1 in args.workers else None
+    old = median.get("packing before issue 43, 1 thread")
     table_rows = []
     for name, value in median.items():
-        scaling = f"{value / one:.2f}" if one and "processes" in name else ""
-        table_rows.append([name, f"{value:,.0f}", scaling])
-    header = common.table_header(["feed (original, 128 x 20)", "tokens/s", "vs 1 process"])
+        speedup = f"{value / old:.1f}x" if old and name.startswith("packing") else ""
+        table_rows.append([name, f"{value:,.0f}", speedup])
+    header = common.table_header(["feed (original, 128 x 20)", "tokens/s", "vs before"])
     table = "\n".join([header, *(common.table_row(r) for r in table_rows)])
     table += (
-        f"\n\nMedians of {args.rounds} rounds of {args.batches} batches per worker. "
-        f"{common.machine_line(env)}; load average {env['load_average_at_start']} at the start, "
-        f"{env['load_average_at_end']} at the end."
+        f"\n\nMedians of {args.rounds} interleaved rounds of {args.batches} batches "
+        f"({args.old_batches} for the packing before issue 43, {args.stream_batches} for "
+        f"the trainer's feed). `{' '.join(sys.argv)}`. "
+        f"{common.machine_line(env)}; load average {env['load_average_at_start']} at the "
+        f"start, {env['load_average_at_end']} at the end."
     )
     common.publish(table, {"environment": env, "rows": rows, "median": median}, args.json)
 

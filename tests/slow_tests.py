@@ -45,6 +45,8 @@ PROCESSES = (
     "tests/training/test_run_folder.py::test_a_run_folder_is_locked_for_the_life_of_its_run",
     "tests/training/test_run_folder.py::test_two_runs_started_together_on_one_folder_never_both_succeed",
     "tests/training/test_snapshot.py::test_a_kill_between_the_final_renames_never_leaves_a_mix",
+    "tests/training/test_windows.py::test_sentences_encoded_in_worker_processes_give_the_same_batches",
+    "tests/training/test_windows.py::test_worker_processes_raise_errors_and_end",
 )
 
 # In this process, but more than ~20 s each on a quiet 2-core machine (a full `make test` run's

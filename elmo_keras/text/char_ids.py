@@ -56,6 +56,13 @@ def _check_token(token):
 @functools.lru_cache(maxsize=1 << 16)
 def _cached_char_ids(token, max_characters_per_token):
     """Read-only int32 ids of one token; shared between callers, so never written to."""
+    ids = _char_ids_row(token, max_characters_per_token)
+    ids.flags.writeable = False
+    return ids
+
+
+def _char_ids_row(token, max_characters_per_token):
+    """The int32 ids of one token, a new array (the rule of this module, in one place)."""
     ids = np.full((max_characters_per_token,), PAD_CHAR_ID, dtype=np.int32)
     ids[0] = BOW_CHAR_ID
     boundary = _BOUNDARY_TOKENS.get(token)
@@ -68,7 +75,6 @@ def _cached_char_ids(token, max_characters_per_token):
         n = len(data)
         ids[1 : n + 1] = np.frombuffer(data, dtype=np.uint8).astype(np.int32) + 1
         ids[n + 1] = EOW_CHAR_ID
-    ids.flags.writeable = False
     return ids
 
 
@@ -93,6 +99,32 @@ def token_to_char_ids(token, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):
     max_characters_per_token = _check_max_characters(max_characters_per_token)
     _check_token(token)
     return _cached_char_ids(token, max_characters_per_token).copy()
+
+
+def char_id_table(tokens, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):
+    """The character ids of many tokens as one table: row `i` is `token_to_char_ids(tokens[i])`.
+
+    A vocabulary's table lets a batch of word ids become character ids with one gather
+    (`table[word_ids]`), as the training feed does.
+
+    Args:
+        tokens: sequence of str (or UTF-8 `bytes`).
+        max_characters_per_token: int. The number of ids per token. Defaults to `50`.
+
+    Returns:
+        An int32 array of shape `[len(tokens), max_characters_per_token]`.
+
+    Example:
+
+    >>> char_id_table(["<S>", "Hi"])[:, :4].tolist()
+    [[259, 257, 260, 261], [259, 73, 106, 260]]
+    """
+    max_characters_per_token = _check_max_characters(max_characters_per_token)
+    table = np.empty((len(tokens), max_characters_per_token), np.int32)
+    for i, token in enumerate(tokens):
+        _check_token(token)
+        table[i] = _char_ids_row(token, max_characters_per_token)
+    return table
 
 
 def bos_char_ids(max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):

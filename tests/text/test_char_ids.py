@@ -104,6 +104,22 @@ def test_other_widths():
     assert text.batch_to_char_ids([["ab"]], max_characters_per_token=10).shape == (1, 1, 10)
 
 
+def test_char_id_table_rows_are_the_tokens_ids():
+    """The training feed's table (issue 43): row `i` is token `i`'s ids (checked by hand by
+    `expected_ids`), boundary tokens, long and empty tokens included; other widths too."""
+    tokens = ["<S>", "</S>", "Hello", "caf\u00e9", "x" * 60, "", "a\ud800b"]
+    table = char_ids.char_id_table(tokens)
+    assert table.shape == (7, 50) and table.dtype == np.int32
+    assert table[0].tolist() == [259, 257, 260] + [261] * 47
+    assert table[1].tolist() == [259, 258, 260] + [261] * 47
+    for row, token in zip(table[2:], ["Hello", "caf\u00e9", "x" * 48, "", "ab"], strict=True):
+        assert row.tolist() == expected_ids(token)
+    assert char_ids.char_id_table(["abcdef"], 6).tolist() == [expected_ids("abcdef", 6)]
+    assert char_ids.char_id_table([]).shape == (0, 50)
+    with pytest.raises(ValueError, match="A token must be a `str`"):
+        char_ids.char_id_table(["a", 3])
+
+
 def test_returned_arrays_are_private_copies():
     first = text.token_to_char_ids("cache")
     first[:] = 0

@@ -24,8 +24,10 @@ import warnings
 
 import numpy as np
 
+from elmo_keras.backend import keras_backend
 from elmo_keras.text.tokenization import TOKENIZATION_MODES
 from elmo_keras.text.vocabulary import Vocabulary
+from elmo_keras.training.feed.encoded_sentence import encoded_sentences, encoding_pool
 from elmo_keras.training.feed.file_changes import signature
 from elmo_keras.training.feed.line_index import LineIndex
 from elmo_keras.training.feed.long_line import LongLine, scan_lines
@@ -82,17 +84,36 @@ def iter_sentences(files, tokenization_mode="whitespace", **kwargs):
     return (s if isinstance(s, list) else list(s) for s in _iter_sentences(files, mode))
 
 
-def _iter_sentences(files, tokenization_mode):
-    return _tokenized(_read_lines(files), tokenization_mode)
+def _iter_sentences(files, tokenization_mode, encoding=None):
+    return _tokenized(_read_lines(files), tokenization_mode, encoding)
 
 
-def _tokenized(lines, tokenization_mode):
-    """The non-empty token lists of `lines`, tokenized `_LINES_PER_CHUNK` lines at a time; a
-    `LongLine` stays one, in its place (streamed later), unless it holds no token."""
+def _tokenized(lines, tokenization_mode, encoding=None):
+    """The non-empty sentences of `lines`, tokenized `_LINES_PER_CHUNK` lines at a time: token
+    lists, or `EncodedSentence`s with `encoding` (`(vocabulary, pool, backend)`, see
+    `encoded_sentence.encoded_sentences`); a `LongLine` stays one, in its place (streamed
+    later), unless it holds no token."""
+    chunks = _chunks(lines, tokenization_mode)
+    if encoding is not None:
+        return encoded_sentences(chunks, tokenization_mode, *encoding)
+    return (
+        sentence
+        for chunk in chunks
+        for sentence in (
+            tokenize_lines(chunk, tokenization_mode) if isinstance(chunk, list) else [chunk]
+        )
+        if sentence
+    )
+
+
+def _chunks(lines, tokenization_mode):
+    """`lines` in lists of `_LINES_PER_CHUNK`, and each `LongLine` holding a token as its
+    `StreamedSentence`, in their order."""
     chunk = []
     for line in lines:
         if isinstance(line, LongLine):
-            yield from (s for s in tokenize_lines(chunk, tokenization_mode) if s)
+            if chunk:
+                yield chunk
             chunk = []
             line = line.sentence(tokenization_mode)
             if line.positions(0, 2) == 2:  # a token, then `</S>`
@@ -100,9 +121,10 @@ def _tokenized(lines, tokenization_mode):
             continue
         chunk.append(line)
         if len(chunk) == _LINES_PER_CHUNK:
-            yield from (s for s in tokenize_lines(chunk, tokenization_mode) if s)
+            yield chunk
             chunk = []
-    yield from (s for s in tokenize_lines(chunk, tokenization_mode) if s)
+    if chunk:
+        yield chunk
 
 
 def build_vocabulary(pattern, min_count=1, max_size=None, tokenization_mode="whitespace", **kwargs):
@@ -173,6 +195,14 @@ class SentenceStream:
             topic after another then stays that way beyond about `N` lines.
         seed: int. Seed of the shuffles (epoch `e` uses `(seed, e)`).
         epochs: int or None. Passes over the data; `None` repeats forever.
+        vocabulary: `Vocabulary` or None. When given, each sentence is an
+            `encoded_sentence.EncodedSentence` (its word ids) instead of a list of str, for
+            `WindowPacker` (the same batches).
+        workers: int. With `vocabulary`: processes tokenizing and looking up the lines, 2,048
+            at a time (0, the default: in the iterating thread). The sentences are the same
+            whatever the number. The processes are spawned (never forked: JAX and TensorFlow
+            run threads), so a script that trains must start under
+            `if __name__ == "__main__":`, as `multiprocessing` requires.
 
     Each sentence is a list of str, except a line longer than 256 KiB: a `StreamedSentence`
     (iterate it for its tokens), streamed from its file as `WindowPacker` fills windows.
@@ -195,11 +225,15 @@ class SentenceStream:
         shuffle_buffer=0,
         seed=0,
         epochs=None,
+        vocabulary=None,
+        workers=0,
         **kwargs,
     ):
         tokenization_mode = renamed_argument(
             kwargs, *TOKENIZATION_RENAMED, tokenization_mode, "whitespace", "SentenceStream"
         )
+        self.vocabulary = vocabulary
+        self.workers = check_int("workers", workers, minimum=0)
         no_other_arguments(kwargs, "SentenceStream")
         self.files = expand_files(pattern)
         self.tokenization_mode = check_choice(
@@ -214,10 +248,10 @@ class SentenceStream:
         self.epoch = 0
         self._index = None
 
-    def _epoch_sentences(self, epoch):
+    def _epoch_sentences(self, epoch, encoding):
         files = list(self.files)
         if not self.shuffle:
-            return _iter_sentences(files, self.tokenization_mode)
+            return _iter_sentences(files, self.tokenization_mode, encoding)
         if self.shuffle_buffer == 0:
             change = None if self._index is None else self._index.changes()
             if change is not None:
@@ -231,22 +265,32 @@ class SentenceStream:
             if self._index is None or change is not None:
                 self._index = LineIndex(files)
             order = self._index.permutation(np.random.default_rng([self.seed % 2**64, epoch]))
-            return _tokenized(self._index.lines(order), self.tokenization_mode)
+            return _tokenized(self._index.lines(order), self.tokenization_mode, encoding)
         rng = random.Random(f"{self.seed}:{epoch}")
         rng.shuffle(files)
-        return _shuffled(_iter_sentences(files, self.tokenization_mode), self.shuffle_buffer, rng)
+        sentences = _iter_sentences(files, self.tokenization_mode, encoding)
+        return _shuffled(sentences, self.shuffle_buffer, rng)
 
     def __iter__(self):
         epoch = 0
         any_sentence = False
-        while self.epochs is None or epoch < self.epochs:
-            for sentence in self._epoch_sentences(epoch):
-                any_sentence = True
-                self.epoch = epoch
-                yield sentence
-            if not any_sentence:
-                raise ValueError(f"The files hold no text. Received: {self.files}")
-            epoch += 1
+        encoding = pool = None
+        if self.vocabulary is not None:
+            backend = keras_backend()
+            pool = encoding_pool(self.vocabulary, self.workers, backend)
+            encoding = (self.vocabulary, pool, backend)
+        try:
+            while self.epochs is None or epoch < self.epochs:
+                for sentence in self._epoch_sentences(epoch, encoding):
+                    any_sentence = True
+                    self.epoch = epoch
+                    yield sentence
+                if not any_sentence:
+                    raise ValueError(f"The files hold no text. Received: {self.files}")
+                epoch += 1
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
 def __getattr__(name):

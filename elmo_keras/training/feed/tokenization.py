@@ -37,9 +37,15 @@ def tokenize_lines(lines, tokenization_mode="whitespace", **kwargs):
     )
     no_other_arguments(kwargs, "tokenize_lines")
     check_choice("tokenization_mode", tokenization_mode, TOKENIZATION_MODES)
+    return tokenize_on(lines, tokenization_mode, keras_backend() if lines else None)
+
+
+def tokenize_on(lines, tokenization_mode, backend):
+    """`tokenize_lines` as on the Keras backend `backend` (a process that has not imported
+    Keras: a feed's worker process)."""
     if not lines:
         return []
-    if keras_backend() != "tensorflow":
+    if backend != "tensorflow":
         return [tokenize_python(line, tokenization_mode) for line in lines]
     from elmo_keras.text.tf_tokenization import tokenize
 

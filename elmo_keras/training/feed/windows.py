@@ -12,18 +12,23 @@ positions in both directions; the backward window is handed to the model in natu
 row reversed by its own length), which is what `ProjectedBiLSTM(backward_inputs=...)` expects.
 
 The stream is deterministic given the seed: a run resumed at global batch `k` rebuilds it and
-skips `k` batches (without computing character ids), which restores the data position exactly.
+skips `k` batches (without looking up word or character ids), which restores the data position
+exactly.
 
-NumPy, except `make_dataset` (tf.data); `prefetched` runs a batch iterator in a background thread
-(the JAX trainer's feed).
+NumPy, except `make_dataset` (tf.data); `ordered_map` runs the materializing in worker threads,
+`prefetched` a batch iterator in a background thread (the JAX trainer's feed).
 """
 
+import collections
+import concurrent.futures
+import os
 import queue
 import threading
 
 import numpy as np
 
-from elmo_keras.text.char_ids import BOS_TOKEN, EOS_TOKEN, token_to_char_ids
+from elmo_keras.training.feed.char_table import CharTable
+from elmo_keras.training.feed.encoded_sentence import EncodedSentence
 from elmo_keras.validation import check_int
 
 
@@ -36,6 +41,11 @@ class WindowPacker:
     the tokens to predict; 0 at padding). A row whose stream has ended is padding; the last batch
     is padded, and the stream stops after it.
 
+    One thread plans the batches in order (the windows of each row, and each sentence's word ids
+    and character-id rows, looked up once per token: `char_table.CharTable`); `workers` threads
+    materialize them (a few NumPy gathers a batch), handed back in order: the batches are the same
+    whatever the number of workers.
+
     Args:
         sentences: iterable of lists of str (or of `streamed_sentence.StreamedSentence`, a
             long line read from its file a window at a time).
@@ -43,48 +53,43 @@ class WindowPacker:
         batch_size: int. Rows (the global batch).
         unroll_steps: int. Window length.
         max_characters_per_token: int.
+        workers: int or None. Threads materializing batches; 0: in the iterating thread. None
+            (default): `default_workers()`.
     """
 
     def __init__(
-        self, sentences, vocabulary, batch_size, unroll_steps=20, max_characters_per_token=50
+        self,
+        sentences,
+        vocabulary,
+        batch_size,
+        unroll_steps=20,
+        max_characters_per_token=50,
+        workers=None,
     ):
         batch_size = check_int("batch_size", batch_size)
         unroll_steps = check_int("unroll_steps", unroll_steps)
+        self.workers = default_workers() if workers is None else check_int("workers", workers, 0)
         self.sentences = sentences
         self.vocabulary = vocabulary
         self.batch_size = batch_size
         self.unroll_steps = unroll_steps
         self.max_characters_per_token = max_characters_per_token
-        self._char_cache = {}
-        self._word_ids = {token: i for i, token in enumerate(vocabulary.tokens)}
-        self._unk = vocabulary.unk_id if vocabulary.unk_id is not None else -1
+        self._chars = CharTable(vocabulary, max_characters_per_token)
+        self._ends = ((vocabulary.bos_id,), (vocabulary.eos_id,))  # <S>, </S>: rows = ids
+        self._epoch = None  # the epoch of the batch yielded last
 
     @property
     def epoch(self):
-        """The pass over the text of the newest sentence packed so far (a `SentenceStream`'s
-        `epoch`; 0 for other iterables)."""
+        """The pass over the text of the newest sentence in the batch yielded last (a
+        `SentenceStream`'s `epoch`; 0 for other iterables)."""
+        if self._epoch is not None:
+            return self._epoch
         return getattr(self.sentences, "epoch", 0)
-
-    def _ids(self, tokens):
-        get = self._word_ids.get
-        ids = [get(token, self._unk) for token in tokens]
-        if self._unk < 0 and min(ids, default=0) < 0:
-            missing = next(t for t, i in zip(tokens, ids, strict=True) if i < 0)
-            raise ValueError(f"Token {missing!r} is not in the vocabulary, which has no '<UNK>'.")
-        return ids
-
-    def _char_ids(self, token):
-        ids = self._char_cache.get(token)
-        if ids is None:
-            ids = token_to_char_ids(token, self.max_characters_per_token)
-            if len(self._char_cache) < 500_000:
-                self._char_cache[token] = ids
-        return ids
 
     def iter_positions(self):
         """Yields, per batch, the list of row segments (lists of (sentence, start, stop))."""
         iterator = iter(self.sentences)
-        current = [None] * self.batch_size  # per row: [tokens, ids, position]
+        current = [None] * self.batch_size  # per row: [tokens, encoded, position]
         exhausted = False
         while True:
             rows = []
@@ -119,57 +124,121 @@ class WindowPacker:
 
     def batches(self, skip=0):
         """Yields batches; the first `skip` batches are only counted (cheap)."""
-        for index, rows in enumerate(self.iter_positions()):
-            if index < skip:
-                continue
-            yield self._materialize(rows)
+        plans = self._plans(skip)
+        for epoch, batch in ordered_map(self._materialize, plans, self.workers):
+            self._epoch = epoch
+            yield batch
 
-    def _materialize(self, rows):
-        b, t, c = self.batch_size, self.unroll_steps, self.max_characters_per_token
-        fw_chars = np.zeros((b, t, c), np.int32)
-        bw_chars = np.zeros((b, t, c), np.int32)
-        fw_targets = np.zeros((b, t), np.int32)
-        bw_targets = np.zeros((b, t), np.int32)
-        bos, eos = self.vocabulary.bos_id, self.vocabulary.eos_id
+    def _plans(self, skip):
+        for index, rows in enumerate(self.iter_positions()):
+            if index >= skip:
+                yield getattr(self.sentences, "epoch", 0), self._plan(rows)
+
+    def _plan(self, rows):
+        """What `_materialize` needs of a batch: `(pool, row, column, length, lengths, extra)`.
+
+        Each segment (positions `start .. stop - 1` of a sentence, `k` of them) adds two blocks
+        of `k + 1` columns to `pool` (row 0: character-table rows, row 1: word ids): the
+        forward stream's tokens at positions `start .. stop` (`<S> w1 .. wn </S>`, position `p`
+        reads token `p` and predicts `p + 1`), then the backward stream's at the same positions,
+        in natural order."""
+        self._chars.renew_if_full()
+        blocks, row, column, length, lengths = [], [], [], [], []
         for i, segments in enumerate(rows):
-            fw_in, fw_out, bw_in, bw_out = [], [], [], []
+            filled = 0
             for state, start, stop in segments:
-                # Positions 0..n of the forward stream: inputs <S> w1..wn, targets w1..wn </S>;
-                # of the backward stream: inputs </S> wn..w1, targets wn..w1 <S>. Each
-                # direction's tokens `start - 1 .. stop - 1` make the window's part.
-                forward, backward = _window_tokens(state[0], start, stop)
-                k = stop - start
-                for tokens, inputs, targets, first, last in (
-                    (forward, fw_in, fw_out, BOS_TOKEN, eos),
-                    (backward, bw_in, bw_out, EOS_TOKEN, bos),
-                ):
-                    inputs += [first, *tokens[: k - 1]] if start == 0 else tokens[:k]
-                    following = (tokens if start == 0 else tokens[1:])[:k]
-                    targets += self._ids(following)
-                    targets += [last] * (k - len(following))  # position n: the end marker
-            length = len(fw_in)
-            if not length:
-                continue
-            for j, token in enumerate(fw_in):
-                fw_chars[i, j] = self._char_ids(token)
-            # The backward window in natural order: reversed by its own length.
-            for j, token in enumerate(reversed(bw_in)):
-                bw_chars[i, j] = self._char_ids(token)
-            fw_targets[i, :length] = fw_out
-            bw_targets[i, :length] = bw_out[::-1]
-        return {
-            "forward_char_ids": fw_chars,
-            "backward_char_ids": bw_chars,
-            "forward_targets": fw_targets,
-            "backward_targets": bw_targets,
-        }
+                blocks += self._segment_blocks(state, start, stop)
+                row.append(i)
+                column.append(filled)
+                length.append(stop - start)
+                filled += stop - start
+            lengths.append(filled)
+        pool = np.concatenate(blocks, axis=1) if blocks else np.zeros((2, 0), np.int32)
+        ints = [np.asarray(v, np.int64) for v in (row, column, length, lengths)]
+        return (pool, *ints, self._chars.extra)
+
+    def _segment_blocks(self, state, start, stop):
+        tokens = state[0]
+        bos, eos = self._ends
+        if isinstance(tokens, list | tuple | EncodedSentence):
+            if state[1] is None or state[1][0] != self._chars.generation:
+                known = isinstance(tokens, EncodedSentence)  # word ids looked up already
+                encode = self._chars.encode_ids if known else self._chars.encode
+                state[1] = (self._chars.generation, encode(tokens, bos, eos))
+            encoded, n = state[1][1], len(tokens)
+            # Backward position `p` is the forward stream's `n + 1 - p`.
+            return encoded[:, start : stop + 1], encoded[:, n + 1 - stop : n + 2 - start]
+        forward, backward = _window_tokens(tokens, start, stop)
+        blocks = []
+        for part, (first, last) in ((forward, (bos, eos)), (backward, (eos, bos))):
+            before = first if start == 0 else ()
+            after = last if len(before) + len(part) < stop - start + 1 else ()  # position n
+            blocks.append(self._chars.encode(part, before, after))
+        return blocks[0], blocks[1][:, ::-1]
+
+    def _materialize(self, item):
+        epoch, (pool, row, column, length, lengths, extra) = item
+        b, t = self.batch_size, self.unroll_steps
+        # Per position of the batch: its segment, its offset in it, its row and column.
+        segment = np.repeat(np.arange(len(length)), length)
+        offset = np.arange(segment.size) - np.repeat(np.cumsum(length) - length, length)
+        first = np.cumsum(2 * (length + 1)) - 2 * (length + 1)  # the segment's forward block
+        forward = first[segment] + offset
+        backward = (first + 2 * length + 1)[segment] - offset  # its backward block, reversed
+        r, c = row[segment], column[segment] + offset
+        back_c = lengths[r] - 1 - c  # the backward window in natural order
+        out = {}
+        for name, at, source, step in (
+            ("forward", c, forward, 1),
+            ("backward", back_c, backward, -1),
+        ):
+            rows = np.full((b, t), self._chars.padding, np.int64)
+            rows[r, at] = pool[0, source]
+            targets = np.zeros((b, t), np.int32)
+            targets[r, at] = pool[1, source + step]
+            out[f"{name}_char_ids"] = self._chars.gather(rows, extra)
+            out[f"{name}_targets"] = targets
+        return epoch, {k: out[k] for k in _KEYS}
+
+
+_KEYS = ("forward_char_ids", "backward_char_ids", "forward_targets", "backward_targets")
+
+
+def default_workers():
+    """Threads materializing batches by default: 1 with 4 cores or more, else 0. The planner
+    (Python, holding the GIL) is most of a batch's work, so one thread takes all the gathers."""
+    return 1 if (os.cpu_count() or 1) >= 4 else 0
+
+
+def ordered_map(function, items, workers, ahead=None):
+    """`map(function, items)` with `workers` threads (0: in this thread), results in order.
+
+    At most `ahead` items (default `2 * workers`) are submitted beyond the one awaited; an
+    error of `function` is raised here, as it is; closing the generator cancels what has not
+    started and waits for what has."""
+    if workers == 0:
+        yield from map(function, items)
+        return
+    ahead = 2 * workers if ahead is None else ahead
+    pending = collections.deque()
+    with concurrent.futures.ThreadPoolExecutor(workers, "elmo-keras-windows") as pool:
+        try:
+            for item in items:
+                pending.append(pool.submit(function, item))
+                if len(pending) > ahead:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _positions(tokens, start, most):
     """How many of the `most` positions from `start` a sentence still has (positions `0..n`
-    for `n` tokens): a list of tokens, or a `streamed_sentence.StreamedSentence` (a long line
-    read from its file a window at a time)."""
-    if isinstance(tokens, list | tuple):
+    for `n` tokens): a list of tokens, an `EncodedSentence` (their word ids), or a
+    `streamed_sentence.StreamedSentence` (a long line read from its file a window at a time)."""
+    if isinstance(tokens, list | tuple | EncodedSentence):
         return max(0, min(len(tokens) + 1 - start, most))
     return tokens.positions(start, most)
 
