@@ -177,6 +177,11 @@ def main():
         "N), sN (both directions stacked, unroll N) (default plain,u4,s4)",
     )
     parser.add_argument(
+        "--no-step-memory",
+        action="store_true",
+        help="leave out each step's compiled memory (it compiles the step a second time)",
+    )
+    parser.add_argument(
         "--fit-steps", type=int, default=100, help="steps of the row through `fit` (default 100)"
     )
     parser.add_argument(
@@ -317,7 +322,10 @@ def training(args):
                 skipped = {"rows": n, "precision": precision, "loop": loop}
                 out["steps"].append({**skipped, "skipped": "over budget"})
                 continue
-            row = accelerator_training.step_speed(n, precision, args.small, args.steps, loop)
+            memory = not args.no_step_memory
+            row = accelerator_training.step_speed(
+                n, precision, args.small, args.steps, loop, memory
+            )
             out["steps"].append(row)
             print(json.dumps(row), flush=True)
     if (wikitext / "train.raw.txt").is_file():

@@ -107,8 +107,9 @@ def _step_memory_gib(trainer, batch):
         return None
 
 
-def step_speed(rows, precision, small, steps, loop="plain"):
-    """One row of (d): the trainer's step alone on device-resident random windows."""
+def step_speed(rows, precision, small, steps, loop="plain", memory=True):
+    """One row of (d): the trainer's step alone on device-resident random windows
+    (`memory`: also the compiled step's memory, which compiles it a second time)."""
     config = get_config("tiny" if small else "original")
     words = 5_000 if small else WORDS
     config.update(
@@ -147,7 +148,7 @@ def step_speed(rows, precision, small, steps, loop="plain"):
         "waited_tokens_per_s": rows * TOKENS / statistics.median(waited),
         "step_s": dispatched,
         "compile_s": compile_s,
-        "step_memory_gib": _step_memory_gib(trainer, batches[0]),
+        "step_memory_gib": _step_memory_gib(trainer, batches[0]) if memory else None,
         "sparse_softmax": trainer.sparse_softmax,
     }
 

@@ -47,6 +47,8 @@ PROCESSES = (
     "tests/training/test_snapshot.py::test_a_kill_between_the_final_renames_never_leaves_a_mix",
     "tests/training/test_windows.py::test_sentences_encoded_in_worker_processes_give_the_same_batches",
     "tests/training/test_windows.py::test_worker_processes_raise_errors_and_end",
+    "tests/training/test_jax_steps.py::test_feed_workers_give_the_same_run",
+    "tests/training/test_jax_steps.py::test_loop_settings_train_as_the_plain_loop_for_200_steps",
 )
 
 # In this process, but more than ~20 s each on a quiet 2-core machine (a full `make test` run's

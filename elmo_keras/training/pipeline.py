@@ -97,9 +97,11 @@ def _make_trainer(plan):
         "unroll": run.unroll,
         "stack_directions": run.stack_directions,
     }
-    return training_backend().make_trainer(
+    trainer = training_backend().make_trainer(
         plan.config, plan.vocabulary, run.strategy, run.jit_compile, **common
     )
+    trainer.feed_workers = run.feed_workers
+    return trainer
 
 
 def _start(run, held):

@@ -245,3 +245,18 @@ def test_metrics_read_later_give_the_same_run(train_text, train_vocab, tmp_path)
         assert later_summary[key] == one_summary[key], key
     for a, b in zip(_values(one.model.variables), _values(later.model.variables), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_feed_workers_give_the_same_run(train_text, train_vocab):
+    """Issue 43, point 2: with `feed_workers` (`train --feed-workers N`) processes tokenize the
+    text and look up its word ids for the packer; the run is the same, bit for bit."""
+    trainers = []
+    for workers in (0, 2):
+        trainer = _trainer(_config(), train_vocab)
+        trainer.feed_workers = workers
+        stream = trainer._packer(train_text, None, "whitespace", 0).sentences
+        assert (stream.workers, stream.vocabulary is not None) == (workers, workers > 0)
+        trainer.fit(train_text, steps=3, log_every=10**6, handle_signals=False)
+        trainers.append(trainer)
+    for a, b in zip(*(_values(t.model.variables) for t in trainers), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -93,7 +93,7 @@ def test_training_run_fields_are_typed():
     """A plain frozen dataclass: every field has a type of its own (not `object`) and its
     setting's metadata; the docstring lists every field."""
     fields = dataclasses.fields(TrainingRun)
-    assert len(fields) == 36
+    assert len(fields) == 37
     assert all(f.type != "object" and "setting" in f.metadata for f in fields)
     assert {f.name: f.type for f in fields}["steps"] == "int | None"
     assert all(f"    {f.name}: " in TrainingRun.__doc__ for f in fields)

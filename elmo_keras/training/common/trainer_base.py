@@ -74,8 +74,9 @@ class TrainerBase(abc.ABC):
 
     is_chief = True
     multi_worker = False
-    # At most this many steps' logs wait on the devices (`PendingLogs`; 1: read every step).
-    pending_steps = 1
+    # Steps whose logs may wait on the devices (`PendingLogs`; 1: read every step), and the
+    # processes that tokenize the text and look up its word ids for the packer (0: none).
+    pending_steps, feed_workers = 1, 0
 
     def __init__(
         self,
@@ -139,7 +140,9 @@ class TrainerBase(abc.ABC):
 
     def _packer(self, train, epochs, tokenization_mode, shuffle_buffer):
         """A new `WindowPacker` of the run's training text: the same on every backend."""
-        stream = SentenceStream(train, tokenization_mode, True, shuffle_buffer, self.seed, epochs)
+        ids = {"vocabulary": self.vocabulary, "workers": self.feed_workers}
+        stream = SentenceStream(train, tokenization_mode, True, shuffle_buffer, self.seed, epochs,
+                                **(ids if self.feed_workers else {}))  # fmt: skip
         sizes = (self.batch_size, self.unroll_steps, self.max_chars)
         return WindowPacker(stream, self.vocabulary, *sizes)
 
@@ -164,8 +167,7 @@ class TrainerBase(abc.ABC):
 
         Newer checkpoints that cannot be read (damaged, truncated, missing files) are skipped,
         with one line on stderr saying which and why. `skip`: parts left as they are:
-        `"optimizer"` (a run resumed with another optimizer) and `"state"` (the carried LSTM
-        state, for another batch size).
+        `"optimizer"` (another optimizer) and `"state"` (the LSTM state, another batch size).
         """
         restore = functools.partial(self.restore_file, skip=skip)
         restored, skipped = restore_newest_readable(restore, checkpoint_dir)
@@ -304,8 +306,8 @@ class TrainerBase(abc.ABC):
         return "steps"
 
     def _after_step(self, fit, logs, votes, epoch):
-        """Callbacks, metrics and checkpoint of the step just taken; returns a stop reason.
-        The step's logs wait in `fit.pending` until a point that needs them."""
+        """The step just taken: its logs (kept in `fit.pending` until a point that needs them),
+        log line and checkpoint; returns a stop reason."""
         step = self.global_step
         fit.pending.add(step, logs, epoch)
         log_now = step % fit.log_every == 0 or step == fit.steps
@@ -350,9 +352,8 @@ class TrainerBase(abc.ABC):
 
     def _stop_without_log(self, fit, error):
         """The TensorBoard file could not be written (a full disk): a checkpoint of this step
-        is attempted, then the run stops with one line naming the file and where to resume.
-        (Several workers: only the chief writes the file, and a checkpoint is a collective of
-        all of them: no checkpoint is attempted.)"""
+        is attempted (not with several workers: the chief alone writes the file, and a
+        checkpoint is a collective), then the run stops with one line saying where to resume."""
         if fit.manager is not None and not self.multi_worker:
             try:
                 self._save(fit, unless_saved=True)
@@ -369,8 +370,7 @@ class TrainerBase(abc.ABC):
             log_dir, self.optimizer, self.is_chief, bar_steps, start, self.peak_memory_bytes
         )
 
-    def peak_memory_bytes(self):
-        """The accelerator's peak memory so far, in bytes; None on CPUs."""
+    def peak_memory_bytes(self):  # the accelerator's peak memory so far; None on CPUs
         return None
 
     # -------------------------------------------------------------------- evaluation, output

@@ -208,6 +208,10 @@ class TrainingRun:
         1, help="LSTM steps per iteration of the compiled loop (JAX: lax.scan's unroll; longer "
         "compiles, faster GPU steps; the same numbers)", check=checks.positive_int(),
         flag="--unroll", metavar="N")
+    feed_workers: int = _setting(
+        0, help="Processes that tokenize the training text and look up its word ids ahead of "
+        "the trainer's feed (0: none; for GPUs, whose step outruns one core's feed)",
+        check=checks.count, flag="--feed-workers", metavar="N")
     stack_directions: bool = _setting(
         False, help="Run each layer's forward and backward LSTMs in one loop with stacked "
         "weights: one batched product a step instead of two (the same numbers)",
