@@ -260,3 +260,19 @@ def test_feed_workers_give_the_same_run(train_text, train_vocab):
         trainers.append(trainer)
     for a, b in zip(*(_values(t.model.variables) for t in trainers), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_loop_defaults_follow_the_devices(train_vocab):
+    """`unroll` and `stack_directions` not given: unrolled 4 times and stacked on GPUs and
+    TPUs, the plain loop on CPUs; given ones are kept."""
+    import types
+
+    from elmo_keras.training.jax.jax_trainer import loop_defaults
+
+    kinds = [types.SimpleNamespace(platform=p) for p in ("cpu", "gpu", "tpu")]
+    assert loop_defaults(kinds[:1]) == (1, False)
+    assert loop_defaults(kinds[1:2]) == loop_defaults(kinds[2:]) == (4, True)
+    bilstm = _trainer(_config(), train_vocab).model.bilm.bilstm
+    assert (bilstm.unroll, bilstm.stack_directions) == (1, False)  # this process: CPUs
+    given = _trainer(_config(), train_vocab, unroll=2, stack_directions=True).model.bilm.bilstm
+    assert (given.unroll, given.stack_directions) == (2, True)

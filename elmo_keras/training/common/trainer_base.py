@@ -67,16 +67,15 @@ class TrainerBase(abc.ABC):
         mixed_precision: None or `"bfloat16"`.
         freeze_bilm_steps: int. While the step is below it, only the softmax learns.
         tf32: bool. Allow TensorFloat-32 matrix products on GPUs (off: exact float32).
-        unroll: int. LSTM steps per iteration of the compiled loop (`ProjectedBiLSTM.unroll`).
-        stack_directions: bool. Both directions of a layer in one loop
-            (`ProjectedBiLSTM.stack_directions`).
+        unroll, stack_directions: int, bool or None. The LSTMs' loop (`ProjectedBiLSTM`'s
+            `unroll` and `stack_directions`); None: `loop_defaults`, the trainer's.
     """
 
-    is_chief = True
-    multi_worker = False
+    is_chief, multi_worker = True, False
     # Steps whose logs may wait on the devices (`PendingLogs`; 1: read every step), and the
     # processes that tokenize the text and look up its word ids for the packer (0: none).
     pending_steps, feed_workers = 1, 0
+    loop_defaults = (1, False)  # `unroll` and `stack_directions` when not given
 
     def __init__(
         self,
@@ -88,8 +87,8 @@ class TrainerBase(abc.ABC):
         mixed_precision=None,
         freeze_bilm_steps=0,
         tf32=False,
-        unroll=1,
-        stack_directions=False,
+        unroll=None,
+        stack_directions=None,
     ):
         self.config = TrainingConfig.parse(config).replace(n_tokens_vocab=len(vocabulary))
         self.vocabulary = vocabulary
@@ -120,8 +119,9 @@ class TrainerBase(abc.ABC):
 
     def _set_loop(self):
         """The run's loop settings to the LSTMs: how, not what, they compute (not saved)."""
-        self.model.bilm.bilstm.unroll = self.unroll
-        self.model.bilm.bilstm.stack_directions = self.stack_directions
+        given, bilstm = (self.unroll, self.stack_directions), self.model.bilm.bilstm
+        chosen = [d if g is None else g for g, d in zip(given, self.loop_defaults, strict=True)]
+        bilstm.unroll, bilstm.stack_directions = chosen
 
     def candidates(self, step):
         """The sampled softmax's candidates of `step` (NumPy; None: the full softmax)."""

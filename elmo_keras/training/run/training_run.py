@@ -204,18 +204,19 @@ class TrainingRun:
     tf32: bool = _setting(
         False, help="Allow TensorFloat-32 matrix products on GPUs (faster, about 3 significant "
         "digits; off: exact float32)", check=checks.switch, flag="--tf32", switch=True)
-    unroll: int = _setting(
-        1, help="LSTM steps per iteration of the compiled loop (JAX: lax.scan's unroll; longer "
-        "compiles, faster GPU steps; the same numbers)", check=checks.positive_int(),
+    unroll: int | None = _setting(
+        None, help="LSTM steps per iteration of the compiled loop (JAX: lax.scan's unroll; "
+        "the same numbers; default 4 on JAX's GPUs and TPUs, else 1)", check=checks.positive_int(),
         flag="--unroll", metavar="N")
     feed_workers: int = _setting(
         0, help="Processes that tokenize the training text and look up its word ids ahead of "
         "the trainer's feed (0: none; for GPUs, whose step outruns one core's feed)",
         check=checks.count, flag="--feed-workers", metavar="N")
-    stack_directions: bool = _setting(
-        False, help="Run each layer's forward and backward LSTMs in one loop with stacked "
-        "weights: one batched product a step instead of two (the same numbers)",
-        check=checks.switch, flag="--stack-directions", switch=True)
+    stack_directions: bool | None = _setting(
+        None, help="Run each layer's forward and backward LSTMs in one loop with stacked "
+        "weights: one batched product a step instead of two (the same numbers; the default on "
+        "JAX's GPUs and TPUs)", check=checks.optional_switch, flag="--stack-directions",
+        switch=True)
     shuffle_buffer: int | None = _setting(
         None, help="0: every epoch shuffles all the lines of the training text (about 12 bytes "
         "a line in memory); N: the lines stream through an N-line shuffle buffer instead, for "

@@ -51,10 +51,10 @@ class Trainer(TrainerBase):
         tf32: bool. Allow TensorFloat-32 matrix products on GPUs. TensorFlow allows them by
             default; the trainer turns them off (exact float32) unless this is True. The
             setting is TensorFlow's, for the whole process. Defaults to `False`.
-        unroll: int. LSTM steps per iteration of the compiled loop (`ProjectedBiLSTM.unroll`;
-            faster GPU steps, longer compiles). Defaults to `1`.
-        stack_directions: bool. Each layer's two directions in one loop with stacked weights
-            (`ProjectedBiLSTM.stack_directions`). Defaults to `False`.
+        unroll: int or None. LSTM steps per iteration of the compiled loop
+            (`ProjectedBiLSTM.unroll`; TensorFlow's loop does not unroll). None: `1`.
+        stack_directions: bool or None. Each layer's two directions in one loop with stacked
+            weights (`ProjectedBiLSTM.stack_directions`). None: `False`.
 
     Example:
     >>> trainer = Trainer(get_config("tiny"), Vocabulary.load("vocab.txt"))  # doctest: +SKIP
@@ -72,8 +72,8 @@ class Trainer(TrainerBase):
         jit_compile=False,
         freeze_bilm_steps=0,
         tf32=False,
-        unroll=1,
-        stack_directions=False,
+        unroll=None,
+        stack_directions=None,
     ):
         self.strategy = strategy or tf.distribute.get_strategy()
         super().__init__(
