@@ -12,8 +12,8 @@ instead, through `projected_bilstm.fast_path()`, with the functions `tf_fast_pat
   (`_char_cnn`) on its weights packed for oneDNN: each convolution one product over the
   unfolded windows of `CONVOLUTION_CHUNK` tokens (its output stays in cache), the highways
   and the projection with their biases fused; on the CPU the chunks are shared by the two
-  threads of `_direction_pool`. Through the layer (MKL, two OpenMP threads) the char CNN took
-  twice as long: a fifth of `BiLMEmbedder`'s time at 64 x 20;
+  threads of `_direction_pool`. Through the layer (MKL) the char CNN took 1.7 times as long
+  on one core, and was a fifth of `BiLMEmbedder`'s time at 64 x 20;
 - `packed_bilstm`: rows sorted by length, the real positions packed time-major (step `t`'s
   rows are one contiguous slice), the input products of a window of steps in one matrix product,
   step `t` computing only the rows still running, into preallocated outputs. On the CPU the
