@@ -1,6 +1,9 @@
 """PyTorch against TensorFlow: `BiLMEmbedder` tokens/s and `elmo-keras embed` (issue 40).
 
     python benchmarks/torch_speed.py [--rounds 5] [--embed-lines 500] [--embed-rounds 2]
+        [--workloads b32x20,b64x20,natural32]
+
+A cheap rerun of the embedder's rows alone: `--rounds 3 --embed-rounds 0`.
 
 The published size (2 x 4096 cells, projection 512, 2048 filters) with the same random
 weights (N(0, 1) x 0.01, seeded) on both backends. One worker process per backend, both alive
@@ -139,7 +142,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--embed-lines", type=int, default=500)
-    parser.add_argument("--embed-rounds", type=int, default=2)
+    parser.add_argument("--embed-rounds", type=int, default=2, help="0: no `embed` rows")
+    parser.add_argument(
+        "--workloads", default="b32x20,b64x20,natural32", help="the embedder's rows to time"
+    )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--_worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -147,11 +153,17 @@ def main():
         return _worker(args._worker[0], pathlib.Path(args._worker[1]))
     env = common.environment(with_tensorflow=False)
     print(common.machine_line(env), flush=True)
-    fixed, source = common.make_workloads(batches=(32, 64), natural=True)
+    workloads, source = common.make_workloads(batches=(32, 64), natural=True)
+    names = args.workloads.split(",")
+    unknown = sorted(set(names) - {w.name for w in workloads})
+    if unknown:
+        parser.error(f"--workloads: expected names among b32x20,b64x20,natural32, got {unknown}")
+    fixed = [w for w in workloads if w.name in names]
     lines, lines_source = common.text_lines(args.embed_lines)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = pathlib.Path(tmp)
-        (workdir / "workloads.json").write_text(json.dumps({w.name: w.sentences for w in fixed}))
+        all_sentences = {w.name: w.sentences for w in workloads}
+        (workdir / "workloads.json").write_text(json.dumps(all_sentences))
         (workdir / "lines.txt").write_text("".join(" ".join(s) + "\n" for s in lines))
         workers = {backend: Worker(backend, workdir) for backend in BACKENDS}
         for backend, worker in workers.items():
@@ -180,7 +192,9 @@ def main():
         for r in range(args.embed_rounds):
             for backend in common.rotated(BACKENDS, r):
                 embed[backend].append(_embed_cli(backend, workdir))
-        embed_agreement = _max_diff_hdf5(workdir / "tensorflow.hdf5", workdir / "torch.hdf5")
+        embed_agreement = None
+        if args.embed_rounds:
+            embed_agreement = _max_diff_hdf5(workdir / "tensorflow.hdf5", workdir / "torch.hdf5")
     rows, results = [], {"environment": env, "text": source, "embed_text": lines_source}
     header = common.table_header(
         ["workload", "TensorFlow tokens/s", "PyTorch tokens/s", "PyTorch / TensorFlow"]
@@ -190,21 +204,24 @@ def main():
         results[w.name] = {**rate, "seconds": {b: seconds[(b, w.name)] for b in BACKENDS}}
         ratio = rate["torch"] / rate["tensorflow"]
         rows.append([w.label, f"{rate['tensorflow']:.0f}", f"{rate['torch']:.0f}", f"{ratio:.2f}"])
-    wall = {b: statistics.median(embed[b]) for b in BACKENDS}
-    results["embed"] = {"lines": len(lines), "seconds": embed, "median": wall}
-    rows.append(
-        [
-            f"`elmo-keras embed`, {len(lines)} lines (wall s, fresh process)",
-            f"{wall['tensorflow']:.1f} s",
-            f"{wall['torch']:.1f} s",
-            f"{wall['tensorflow'] / wall['torch']:.2f} (speed)",
-        ]
-    )
+    embed_note = ""
+    if args.embed_rounds:
+        wall = {b: statistics.median(embed[b]) for b in BACKENDS}
+        results["embed"] = {"lines": len(lines), "seconds": embed, "median": wall}
+        rows.append(
+            [
+                f"`elmo-keras embed`, {len(lines)} lines (wall s, fresh process)",
+                f"{wall['tensorflow']:.1f} s",
+                f"{wall['torch']:.1f} s",
+                f"{wall['tensorflow'] / wall['torch']:.2f} (speed)",
+            ]
+        )
+        embed_note = f", {embed_agreement:.1e} (embed)"
     results["agreement"] = {"b32x20": agreement, "embed": embed_agreement}
     table = "\n".join([header, *(common.table_row(r) for r in rows)])
     table += (
         f"\n\nMedians of {args.rounds} interleaved rounds ({args.embed_rounds} for `embed`); "
-        f"max |TensorFlow - PyTorch|: {agreement:.1e} (32 x 20), {embed_agreement:.1e} (embed)."
+        f"max |TensorFlow - PyTorch|: {agreement:.1e} (32 x 20){embed_note}."
         f"\n{common.machine_line(env)}; {workers['torch'].info}"
     )
     common.publish(table, results, args.json)

@@ -128,6 +128,52 @@ def test_char_cnn_in_chunks(models, monkeypatch):
         assert_outputs_close(packed(ids), plain(ids))
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="PyTorch's char CNN on packed products")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_on_torch_the_char_cnn_runs_on_packed_products(monkeypatch, threads):
+    """PyTorch's fast path runs the char CNN itself, its products packed for oneDNN
+    (convolutions in chunks of `CONVOLUTION_CHUNK` tokens, chunks of tokens shared by the two
+    pool threads): the layer's numbers, for a tanh activation, two highways, a filter of
+    width 7 and word embeddings, padding rows zero; the layer itself is not called."""
+    import torch
+
+    from elmo_keras.layers import CharCNN
+
+    rng = np.random.default_rng(3)
+    layer = CharCNN(
+        filters=[(1, 4), (3, 5), (7, 9)],
+        n_highway=2,
+        projection_dim=8,
+        activation="tanh",
+        n_words=7,
+        word_embedding_dim=3,
+    )
+    layer.build()
+    for w in layer.weights:
+        w.assign((0.2 * rng.normal(size=w.shape)).astype("float32"))
+    ids = rng.integers(1, 262, size=(70, 51)).astype("int32")
+    ids[:, -1] = rng.integers(0, 7, size=70)
+    ids[[3, 40]] = 0
+    want = as_numpy(layer(ids))
+    assert np.abs(want[[3, 40]]).max() == 0
+    assert np.abs(np.delete(want, [3, 40], axis=0)).max(axis=1).min() > 0
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the fast path called the char CNN layer")
+
+    monkeypatch.setattr(CharCNN, "call", not_here)
+    monkeypatch.setattr(FAST_PATH, "CHAR_CNN_CHUNK", 16)
+    monkeypatch.setattr(FAST_PATH, "CONVOLUTION_CHUNK", 5)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            got = FAST_PATH._chunked_char_cnn(layer, torch.as_tensor(ids))
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_allclose(as_numpy(got), want, atol=1e-6, rtol=0)
+
+
 def test_a_sentence_alone_equals_it_in_a_padded_batch(models):
     packed, _ = models
     with inference():
