@@ -228,11 +228,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
         (h, c, _), outputs = scan(step, (h, c, start), z_steps, unroll=self.unroll)
         return outputs, h, c
 
-    def _stacked_directions(self, inputs, backward_inputs, lengths, state_h, state_c, training):
+    def _stacked_directions(
+        self, inputs, backward_inputs, mask, lengths, state_h, state_c, training
+    ):
         """`run_directions` with each layer's two directions in one loop (`stack_directions`):
         inputs, kernels and states stacked on a leading direction axis `[2, ...]`."""
         x = ops.stack([inputs, reverse_by_length(backward_inputs, lengths)])
-        mask = ops.arange(ops.shape(inputs)[1])[None, :] < lengths[:, None]
         float_mask = ops.cast(mask, x.dtype)[None, :, :, None]
         dtype, outputs, final_h, final_c = self.compute_dtype, [], [], []
         for layer in range(self.n_layers):
@@ -267,7 +268,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
         """
         if recurrence is None and self.stack_directions:
             return self._stacked_directions(
-                inputs, backward_inputs, lengths, state_h, state_c, training
+                inputs, backward_inputs, mask, lengths, state_h, state_c, training
             )
         if recurrence is None:
 

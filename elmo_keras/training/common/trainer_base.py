@@ -140,9 +140,9 @@ class TrainerBase(abc.ABC):
 
     def _packer(self, train, epochs, tokenization_mode, shuffle_buffer):
         """A new `WindowPacker` of the run's training text: the same on every backend."""
-        ids = {"vocabulary": self.vocabulary, "workers": self.feed_workers}
+        words = self.vocabulary if self.feed_workers else None  # word ids made by the workers
         stream = SentenceStream(train, tokenization_mode, True, shuffle_buffer, self.seed, epochs,
-                                **(ids if self.feed_workers else {}))  # fmt: skip
+                                words, self.feed_workers)  # fmt: skip
         sizes = (self.batch_size, self.unroll_steps, self.max_chars)
         return WindowPacker(stream, self.vocabulary, *sizes)
 
