@@ -63,7 +63,7 @@ def embed_speed(config, sentences, batch_size=64):
     weights = embedder._jax_weights()
     start = time.perf_counter()
     for ids, index in inputs:
-        out = embedder._jitted(*weights, ids, index)
+        out = embedder._jitted(*weights, embedder._step_kernels(weights[0]), ids, index)
     jax.block_until_ready(out)
     compute = time.perf_counter() - start
     return {

@@ -160,9 +160,11 @@ def main():
         out = [np.load(workdir / f"outputs_{b}.npz") for b in BACKENDS]
         agreement = max(float(np.abs(out[0][k] - out[1][k]).max()) for k in out[0])
         wall = _embed_rounds(workdir, args.embed_rounds)
-        embed_agreement = torch_speed._max_diff_hdf5(
-            workdir / "tensorflow.hdf5", workdir / "jax.hdf5"
-        )
+        embed_agreement = None  # `--embed-rounds 0`: no `embed` run to compare
+        if args.embed_rounds:
+            embed_agreement = torch_speed._max_diff_hdf5(
+                workdir / "tensorflow.hdf5", workdir / "jax.hdf5"
+            )
     env["load_average_at_end"] = os.getloadavg()
     rows, results = [], {"environment": env, "text": source, "embed_text": lines_source}
     header = common.table_header(
@@ -175,9 +177,9 @@ def main():
         rows.append(
             [labels[name], f"{rate['tensorflow']:.0f}", f"{rate['jax']:.0f}", f"{ratio:.2f}"]
         )
-    median = {kind: statistics.median(values) for kind, values in wall.items()}
+    median = {kind: statistics.median(values) for kind, values in wall.items() if values}
     results["embed"] = {"lines": len(lines), "seconds": wall, "median": median}
-    for kind in ("jax first", "jax second"):
+    for kind in ("jax first", "jax second") if args.embed_rounds else ():
         rows.append(
             [
                 f"`embed --preset mini_en`, {len(lines)} lines, fresh process, JAX {kind[4:]}",
@@ -191,7 +193,8 @@ def main():
     table += (
         f"\n\nMedians of {args.rounds} interleaved rounds ({args.embed_rounds} for `embed`); "
         f"max |TensorFlow - JAX|: {agreement:.1e} (32 x 20 and 32 natural), "
-        f"{embed_agreement:.1e} (embed).\n{common.machine_line(env)}; load average "
+        + (f"{embed_agreement:.1e} (embed)." if args.embed_rounds else "no `embed` run.")
+        + f"\n{common.machine_line(env)}; load average "
         f"{env['load_average_at_start']} at the start, {env['load_average_at_end']} at the end; "
         f"{workers['jax'].info}"
     )

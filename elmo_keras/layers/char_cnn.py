@@ -190,23 +190,33 @@ class CharCNN(keras.layers.Layer):
         char_ids = ops.cast(char_ids, "int32")
         leading = ops.shape(char_ids)[:-1]
         flat = ops.reshape(char_ids, (-1, self.input_width))
-        embedded = self.char_embedding(flat[:, : self.max_characters_per_token])  # [N, C, E]
+        x = self.token_vectors(self.char_features(flat), flat)
+        return ops.reshape(x, (*leading, self.projection_dim))
+
+    def char_features(self, char_ids):
+        """The convolutions' pooled, activated features `[N, n_filters]` of `char_ids`
+        `[N, input_width]` (the first half of `call`; fast paths chunk the two halves apart)."""
+        embedded = self.char_embedding(char_ids[:, : self.max_characters_per_token])  # [N, C, E]
         pooled = []
         for conv in self.convolutions:
             # Max over positions before the activation equals bilm-tf's order for the two
             # monotonic activations it allows (relu, tanh), and is cheaper.
             pooled.append(ops.max(self._convolve(conv, embedded), axis=1))
         x = ops.concatenate(pooled, axis=-1)
-        x = ops.relu(x) if self.activation == "relu" else ops.tanh(x)
+        return ops.relu(x) if self.activation == "relu" else ops.tanh(x)
+
+    def token_vectors(self, features, char_ids):
+        """The token vectors `[N, projection_dim]` from `char_features(char_ids)`: the
+        highways, the word embedding (if any), the projection, zero for padding tokens."""
+        x = features
         for highway in self.highways:
             x = highway(x)
         if self.word_embedding_dim:
-            words = self.word_embedding(flat[:, self.max_characters_per_token])
+            words = self.word_embedding(char_ids[:, self.max_characters_per_token])
             x = ops.concatenate([ops.cast(words, x.dtype), x], axis=-1)
         x = self.projection(x)
-        token_mask = ops.cast(ops.not_equal(flat[:, 0], 0), x.dtype)
-        x = x * token_mask[:, None]
-        return ops.reshape(x, (*leading, self.projection_dim))
+        token_mask = ops.cast(ops.not_equal(char_ids[:, 0], 0), x.dtype)
+        return x * token_mask[:, None]
 
     def embed_distinct(self, token_rows, token_index, boundaries, run=None):
         """Token vectors `[B, T + 2, P]` with `<S>` and `</S>` around each sentence, and the

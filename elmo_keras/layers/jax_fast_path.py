@@ -13,11 +13,17 @@ few static row counts:
   steps after the longest row are never run (so padding a batch to a bucketed number of steps
   costs nothing in the recurrence). The input products are taken before the loop over the
   real positions only, packed time-major (step `t`'s rows from `offsets[t]`), in chunks of
-  `PROJECTION_CHUNK` rows in a loop that stops after the last real one. Each direction runs
-  its own loops (the two in one loop ran 1.2x slower on a CPU).
-- `embed_distinct_tokens`: the char CNN over the distinct tokens in chunks of
-  `CHAR_CNN_CHUNK` rows, in a loop that stops after the last row referenced: rows padding the
-  distinct tokens to a bucketed count cost nothing. With plain character ids every position is
+  `PROJECTION_CHUNKS` rows in loops that stop after the last real one (`_in_chunks`). Each
+  direction runs its own loops (the two in one loop ran 1.2x slower on a CPU). The recurrence
+  runs feature-major (`h` `[P, B]`, `ProjectedLSTMCell.recurrent_step(feature_major=True)`),
+  the weights on the left of each product, which XLA's CPU backend runs faster for few rows
+  (benchmarks/results/jax_embed.md). Its transposed kernels come from the caller (`inference(kernels=...)`,
+  `feature_major_kernels`: `BiLMEmbedder` makes them once per weights), else each call
+  transposes them.
+- `embed_distinct_tokens`: the char CNN over the distinct tokens, its convolutions in chunks
+  of `CHAR_CNN_CHUNKS` rows, then its highways and projection in chunks of `TOKEN_CHUNKS`, in
+  loops that stop after the last row referenced: rows padding the distinct tokens to a
+  bucketed count cost nothing. With plain character ids every position is
   its own row (`distinct_tokens`).
 
 It runs on CPUs (`PLATFORMS`); on an accelerator JAX takes the core path until measured there.
@@ -37,9 +43,12 @@ import jax
 import jax.numpy as jnp
 import keras
 
-# The char CNN runs over the distinct tokens this many at a time; the loop stops after the last
-# referenced row, so a bucketed (padded) count of distinct tokens costs at most one chunk more.
-CHAR_CNN_CHUNK = 64
+# The char CNN's convolutions run over the distinct tokens this many at a time (the largest while
+# a whole chunk remains, then the next): the loops stop after the last referenced row, so a
+# bucketed (padded) count of distinct tokens costs nothing, and at most the smallest chunk is
+# computed past the last row. Then the highways and projection, in chunks of `TOKEN_CHUNKS`.
+CHAR_CNN_CHUNKS = (64, 16)
+TOKEN_CHUNKS = (256, 64)
 
 # Where the path runs. Measured on CPUs only: on a GPU the core path (one `lax.scan` per layer and
 # direction, a static trip count) ran at 1.06x the plain-JAX reference, while a loop of dynamic
@@ -48,7 +57,7 @@ CHAR_CNN_CHUNK = 64
 PLATFORMS = ("cpu",)
 
 # The input products are taken over the real positions only, this many rows at a time.
-PROJECTION_CHUNK = 128
+PROJECTION_CHUNKS = (256, 64, 16)
 
 # The smallest phase of the recurrence (`phase_sizes`): fewer rows gain nothing more.
 SMALLEST_PHASE = 4
@@ -58,15 +67,34 @@ _INFERENCE = threading.local()
 
 
 @contextlib.contextmanager
-def inference():
+def inference(kernels=None):
     """Calls traced inside take this path (where `applies`): for callers that never take a
     gradient, as `BiLMEmbedder`. Outside, JAX takes the core path, so that `jax.grad` of an
-    inference call (`training` falsy) still works: these loops are not reverse-differentiable."""
+    inference call (`training` falsy) still works: these loops are not reverse-differentiable.
+
+    `kernels`: optional `{cell.path: step_kernels(dtype, feature_major=True)}` (see
+    `feature_major_kernels`), made once by the caller; else each call transposes them."""
+    before = getattr(_INFERENCE, "kernels", {})
     _INFERENCE.depth = getattr(_INFERENCE, "depth", 0) + 1
+    _INFERENCE.kernels = kernels or {}
     try:
         yield
     finally:
         _INFERENCE.depth -= 1
+        _INFERENCE.kernels = before
+
+
+def feature_major_kernels(bilstm):
+    """`{cell.path: (recurrent kernel.T, projection kernel.T)}` for every cell of
+    `bilstm`, as `inference(kernels=...)` takes them (outside a trace: made once, reused)."""
+    cells = [*bilstm.forward_cells, *bilstm.backward_cells]
+    return {
+        cell.path: tuple(
+            jnp.array(jnp.transpose(k.value), copy=True)
+            for k in (cell.recurrent_kernel, cell.projection_kernel)
+        )
+        for cell in cells
+    }
 
 
 def applies(layer, training, length_aware):
@@ -108,56 +136,91 @@ def reverse_by_length(x, lengths):
     return jnp.take_along_axis(x, index.reshape(*index.shape, *([1] * (x.ndim - 2))), axis=1)
 
 
+def _in_chunks(fn, arrays, used, width, dtype, sizes):
+    """`fn(*chunks)` -> `[size, width]` over the first `used` rows of `arrays` (each `[n, ...]`)
+    -> `[n, width]`: chunks of `sizes[0]` rows while a whole one remains, then of each next
+    size; the last size covers the rest. Large chunks make products of many rows (a product of
+    256 rows ran at 1.5x the rate of one of 64 on a CPU), the small ones keep the rows computed
+    past `used` fewer than `sizes[-1]` (the later rows stay zero). Sizes over `n` are skipped;
+    a chunk that would run past row `n` is moved back to end there (`dynamic_slice` clamps its
+    start, reading and writing alike), so nothing is padded or copied."""
+    n = arrays[0].shape[0]
+    sizes = tuple(size for size in sizes if size <= n) or (n,)
+    out = jnp.zeros((n, width), dtype)
+    start = jnp.zeros((), "int32")
+    for k, size in enumerate(sizes):
+        last = k == len(sizes) - 1
+
+        def body(carry, size=size):
+            start, out = carry
+            chunks = [jax.lax.dynamic_slice_in_dim(a, start, size) for a in arrays]
+            done = fn(*chunks).astype(dtype)
+            return start + size, jax.lax.dynamic_update_slice_in_dim(out, done, start, 0)
+
+        def more(carry, size=size, last=last):
+            return carry[0] < used if last else carry[0] + size <= used
+
+        start, out = jax.lax.while_loop(more, body, (start, out))
+    return out
+
+
 def _packed_projection(cell, x, plan):
     """`cell`'s input product over the real positions of time-major sorted `x` `[T, B, F]`,
-    packed (step `t`'s rows from `plan["offsets"][t]`), `PROJECTION_CHUNK` rows at a time
-    in a loop that stops after the last real position -> `[rows, 4U]` (room after the last)."""
+    packed (step `t`'s rows from `plan["offsets"][t]`), in chunks (`PROJECTION_CHUNKS`) that
+    stop after the last real position -> `[T * B, 4U]`."""
     steps, batch = x.shape[0], x.shape[1]
-    n_chunks = max(1, -(-(steps * batch) // PROJECTION_CHUNK))
     packed = x.reshape(steps * batch, x.shape[2])[plan["positions"]]
-    packed = jnp.pad(packed, [(0, n_chunks * PROJECTION_CHUNK - steps * batch), (0, 0)])
-    z = jnp.zeros((n_chunks * PROJECTION_CHUNK + batch, 4 * cell.lstm_units), x.dtype)
-
-    def body(carry):
-        i, z = carry
-        rows = jax.lax.dynamic_slice_in_dim(packed, i * PROJECTION_CHUNK, PROJECTION_CHUNK)
-        done = cell.input_projection(rows).astype(z.dtype)
-        return i + 1, jax.lax.dynamic_update_slice_in_dim(z, done, i * PROJECTION_CHUNK, 0)
-
-    last = (plan["offsets"][-1] + PROJECTION_CHUNK - 1) // PROJECTION_CHUNK
-    return jax.lax.while_loop(lambda carry: carry[0] < last, body, (0, z))[1]
+    return _in_chunks(
+        cell.input_projection,
+        [packed],
+        plan["offsets"][-1],
+        4 * cell.lstm_units,
+        x.dtype,
+        PROJECTION_CHUNKS,
+    )
 
 
 def _run_layer(cell, x, plan, h, c):
     """One layer of one direction over time-major sorted inputs `[T, B, F]`: -> `(outputs
-    [T, B, P], final h, final c)`."""
+    [T, B, P], final h, final c)`. The recurrence runs feature-major (`h` `[P, B]`; see
+    `ProjectedLSTMCell.recurrent_step`)."""
     steps, batch = x.shape[0], x.shape[1]
     lengths, offsets = plan["lengths"], plan["offsets"]
-    kernels = cell.step_kernels(h.dtype)
+    kernels = _feature_major_kernels(cell, h.dtype)
     z = _packed_projection(cell, x, plan)
     sizes = phase_sizes(batch)
     # Phase k runs while more than sizes[k + 1] rows are running: until step lengths[sizes[k+1]].
     ends = [lengths[size] for size in sizes[1:]] + [lengths[0] if batch else 0]
     outputs = jnp.zeros((steps, batch, cell.projection_dim), h.dtype)
+    h, c = h.T, c.T
     t = jnp.zeros((), "int32")
     for size, end in zip(sizes, ends, strict=True):
-        running = lengths[:size, None]
+        running = lengths[None, :size]
 
         def body(carry, size=size, running=running):
             t, h, c, outputs = carry
-            z_t = jax.lax.dynamic_slice_in_dim(z, offsets[t], size)
-            h_new, c_new = cell.recurrent_step(z_t, h, c, kernels)
+            z_t = jax.lax.dynamic_slice_in_dim(z, offsets[t], size).T
+            h_new, c_new = cell.recurrent_step(z_t, h, c, kernels, feature_major=True)
             keep = t < running
-            out = jnp.where(keep, h_new, jnp.zeros_like(h_new))
+            out = jnp.where(keep, h_new, jnp.zeros_like(h_new)).T
             outputs = jax.lax.dynamic_update_slice(outputs, out[None], (t, 0, 0))
             return t + 1, jnp.where(keep, h_new, h), jnp.where(keep, c_new, c), outputs
 
-        carry = (t, h[:size], c[:size], outputs)
+        carry = (t, h[:, :size], c[:, :size], outputs)
         t, h_run, c_run, outputs = jax.lax.while_loop(
             lambda carry, end=end: carry[0] < end, body, carry
         )
-        h, c = h.at[:size].set(h_run), c.at[:size].set(c_run)
-    return outputs, h, c
+        h, c = h.at[:, :size].set(h_run), c.at[:, :size].set(c_run)
+    return outputs, h.T, c.T
+
+
+def _feature_major_kernels(cell, dtype):
+    """`cell.step_kernels(dtype, feature_major=True)`: from `inference(kernels=...)` when the
+    caller made them once (`BiLMEmbedder`), else transposed here, at every call."""
+    given = getattr(_INFERENCE, "kernels", {}).get(cell.path)
+    if given is not None:
+        return tuple(jnp.asarray(k, dtype) for k in given)
+    return jax.lax.optimization_barrier(cell.step_kernels(dtype, feature_major=True))
 
 
 def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
@@ -225,24 +288,25 @@ def distinct_tokens(char_ids):
 
 
 def _chunked_char_cnn(char_cnn, ids, used):
-    """The char CNN over the first `used` rows of `ids` `[n, C]`, `CHAR_CNN_CHUNK` rows at a
-    time (later rows stay zero) -> `[n, P]`."""
-    n = ids.shape[0]
-    n_chunks = max(1, -(-n // CHAR_CNN_CHUNK))
-    ids = jnp.pad(ids, [(0, n_chunks * CHAR_CNN_CHUNK - n), (0, 0)])
-    vectors = jnp.zeros(
-        (n_chunks * CHAR_CNN_CHUNK, char_cnn.projection_dim), char_cnn.compute_dtype
+    """The char CNN over the first `used` rows of `ids` `[n, C]` (later rows stay zero) ->
+    `[n, P]`: the convolutions in chunks of `CHAR_CNN_CHUNKS` rows (their unfolded windows are
+    44x the rows), then the highways and projection in chunks of `TOKEN_CHUNKS`."""
+    features = _in_chunks(
+        char_cnn.char_features,
+        [ids],
+        used,
+        char_cnn.n_filters,
+        char_cnn.compute_dtype,
+        CHAR_CNN_CHUNKS,
     )
-
-    def body(carry):
-        i, vectors = carry
-        chunk = jax.lax.dynamic_slice_in_dim(ids, i * CHAR_CNN_CHUNK, CHAR_CNN_CHUNK)
-        done = char_cnn(chunk).astype(vectors.dtype)
-        return i + 1, jax.lax.dynamic_update_slice_in_dim(vectors, done, i * CHAR_CNN_CHUNK, 0)
-
-    last = (used + CHAR_CNN_CHUNK - 1) // CHAR_CNN_CHUNK
-    _, vectors = jax.lax.while_loop(lambda carry: carry[0] < last, body, (0, vectors))
-    return vectors[:n]
+    return _in_chunks(
+        char_cnn.token_vectors,
+        [features, ids],
+        used,
+        char_cnn.projection_dim,
+        char_cnn.compute_dtype,
+        TOKEN_CHUNKS,
+    )
 
 
 def embed_distinct_tokens(char_cnn, token_char_ids, token_index, boundaries):

@@ -118,16 +118,18 @@ class BiLMEmbedder(Embedder):
         from elmo_keras.layers import jax_fast_path  # noqa: PLC0415  (this backend only)
 
         @jax.jit
-        def run(trainable, non_trainable, token_char_ids, token_index):
+        def run(trainable, non_trainable, kernels, token_char_ids, token_index):
             inputs = {"token_char_ids": token_char_ids, "token_index": token_index}
-            with jax_fast_path.inference():  # no gradient here: the length-aware path
+            # No gradient here: the length-aware path, with the step kernels made once.
+            with jax_fast_path.inference(kernels=kernels):
                 outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
             return outputs["activations"]
 
         def dispatch(ids, index):  # returns at once: JAX computes while the host goes on
             ids, index = self._bucketed(ids, index)
             self.compiled_shapes.add((ids.shape[0], *index.shape))
-            return run(*self._jax_weights(), ids, index)
+            trainable, non_trainable = self._jax_weights()
+            return run(trainable, non_trainable, self._step_kernels(trainable), ids, index)
 
         self._jitted = run  # the program alone (benchmarks/accelerator_embed.py times it)
         self._dispatch = dispatch
@@ -153,6 +155,21 @@ class BiLMEmbedder(Embedder):
             np.ascontiguousarray(activations[row, :, : len(sentence)], np.float32)
             for row, sentence in enumerate(sentences)
         ]
+
+    def _step_kernels(self, trainable):
+        """The biLSTM's step kernels transposed (`jax_fast_path.feature_major_kernels`), made
+        again only when a weight's value changed since the last call."""
+        import jax  # noqa: PLC0415  (this backend only)
+
+        from elmo_keras.layers import jax_fast_path  # noqa: PLC0415  (this backend only)
+
+        if jax.default_backend() not in jax_fast_path.PLATFORMS:
+            return {}  # the core path: no step kernels
+        key = tuple(id(value) for value in trainable)
+        if getattr(self, "_kernels_key", None) != key:
+            self._kernels = jax_fast_path.feature_major_kernels(self.bilm.bilstm)
+            self._kernels_key, self._kernels_values = key, trainable  # values kept: ids stay valid
+        return self._kernels
 
     def _jax_weights(self):
         """`(trainable, non_trainable)` values of the biLM, as the JAX program takes them."""

@@ -118,15 +118,15 @@ def test_packed_in_a_graph_with_dynamic_shapes_and_backward_inputs():
 
 
 def test_windows_of_the_input_projection(monkeypatch):
-    """Tiny windows (a few rows of gate inputs each; on JAX, chunks of 1 and 3 packed rows)
-    give the same numbers."""
+    """Tiny windows (a few rows of gate inputs each; on JAX, chunks of 1 and 3 packed rows, and
+    of 5 then 2) give the same numbers."""
     rng = np.random.default_rng(6)
     packed, plain = make_pair(rng, 8, 4, 3)
     x, mask = random_batch(rng, [11, 3, 7, 0, 11], 3)
     want = plain(x, mask=mask)
     name, sizes = ("WINDOW_ELEMENTS", (1, 4 * 8 * 5 * 3))  # windows of 1 and 3 steps
     if keras.config.backend() == "jax":
-        name, sizes = ("PROJECTION_CHUNK", (1, 3))
+        name, sizes = ("PROJECTION_CHUNKS", ((1,), (3,), (5, 2)))
     for size in sizes:
         monkeypatch.setattr(FAST_PATH, name, size)
         assert_same(packed(x, mask=mask), want)
@@ -279,3 +279,29 @@ def test_on_torch_the_two_directions_run_side_by_side_with_the_same_numbers(monk
     assert len(in_pool) == 2 and threading.get_ident() not in in_pool
     assert_same(side_by_side, one_after_the_other, atol=0)
     assert_same(side_by_side, want)
+
+
+@pytest.mark.skipif(keras.config.backend() != "jax", reason="JAX's chunked loops")
+@pytest.mark.parametrize("sizes", [(8, 3), (32, 8, 3)])
+@pytest.mark.parametrize("used", [0, 1, 2, 5, 8, 9, 16, 17, 22, 23])
+def test_rows_in_chunks_of_several_sizes(used, sizes):
+    """`_in_chunks` computes the first `used` rows (chunks of 8 while a whole one is left, then
+    of 3; a size over the 23 rows skipped; the last chunk moved back to end at row 23), each
+    row from its own input row, against NumPy; past `used` it computes fewer rows than the
+    smallest chunk (the rest stay zero)."""
+    import jax
+
+    rng = np.random.default_rng(used)
+    rows = rng.normal(size=(23, 4)).astype("float32")
+    scale = rng.normal(size=(23, 2)).astype("float32")
+    kernel = rng.normal(size=(4, 6)).astype("float32")
+
+    def fn(a, b):
+        return a @ kernel * b[:, :1] + b[:, 1:]
+
+    run = jax.jit(lambda a, b, n: FAST_PATH._in_chunks(fn, [a, b], n, 6, "float32", sizes))
+    got = as_numpy(run(rows, scale, used))
+    want = rows[:used].astype(np.float64) @ kernel * scale[:used, :1] + scale[:used, 1:]
+    assert got.shape == (23, 6)
+    np.testing.assert_allclose(got[:used], want, atol=1e-5, rtol=0)
+    assert not np.any(got[used + 2 :]), "computed a whole smallest chunk past `used`"

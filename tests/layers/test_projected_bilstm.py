@@ -226,6 +226,37 @@ def test_bilstm_layer_returning_state():
     )
 
 
+@pytest.mark.parametrize("feature_major", [False, True])
+def test_cell_step_in_either_layout_matches_numpy(feature_major):
+    """`recurrent_step` (clips, a forget bias) row-major and feature-major (every array
+    transposed, as JAX's fast path runs it) against one step of the NumPy float64 LSTM."""
+    rng = np.random.default_rng(8)
+    cell = ProjectedLSTMCell(8, 4, cell_clip=0.8, proj_clip=0.5, forget_bias=0.5)
+    cell.build((None, 3))
+    for w in cell.weights:
+        w.assign((1.5 * rng.normal(size=w.shape) / np.sqrt(w.shape[0])).astype("float32"))
+    x = rng.normal(size=(5, 3)).astype("float32")
+    h = rng.normal(size=(5, 4)).astype("float32")
+    c = rng.normal(size=(5, 8)).astype("float32")
+    w0, b, wp = tf_layout(cell)
+    want = [
+        ref.lstm_sentence(x[r : r + 1].astype(np.float64), w0, b, wp, h[r], c[r], 0.8, 0.5, 0.5)
+        for r in range(5)
+    ]
+    z = as_numpy(cell.input_projection(x))
+    kernels = cell.step_kernels("float32", feature_major=feature_major)
+    if feature_major:
+        z, h, c = z.T, h.T, c.T
+    z, h, c = (keras.ops.convert_to_tensor(a) for a in (z, h, c))
+    h_new, c_new = cell.recurrent_step(z, h, c, kernels, feature_major=feature_major)
+    h_new, c_new = as_numpy(h_new), as_numpy(c_new)
+    if feature_major:
+        h_new, c_new = h_new.T, c_new.T
+    np.testing.assert_allclose(as_numpy(h_new), [w[1] for w in want], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(as_numpy(c_new), [w[2] for w in want], atol=1e-6, rtol=0)
+    assert np.abs(np.array([w[2] for w in want])).max() == pytest.approx(0.8)  # clipped
+
+
 def test_cell_inside_keras_rnn():
     x = np.random.default_rng(6).normal(size=(2, 5, 3)).astype("float32")
     cell = ProjectedLSTMCell(8, 4, cell_clip=3.0, proj_clip=2.0, forget_bias=0.0)

@@ -120,9 +120,16 @@ def test_state_in_and_out(models):
         assert_outputs_close(packed({**distinct_inputs(SENTENCES), **state}), want)
 
 
-def test_char_cnn_in_chunks(models, monkeypatch):
+@pytest.mark.parametrize("chunks", [(3,), (5, 2)])
+def test_char_cnn_in_chunks(models, monkeypatch, chunks):
+    """Chunks of a few tokens (on JAX, of several sizes, the last covering the rest) give the
+    same numbers."""
     packed, plain = models
-    monkeypatch.setattr(FAST_PATH, "CHAR_CNN_CHUNK", 3)
+    if BACKEND == "jax":
+        monkeypatch.setattr(FAST_PATH, "CHAR_CNN_CHUNKS", chunks)
+        monkeypatch.setattr(FAST_PATH, "TOKEN_CHUNKS", chunks[::-1])
+    else:
+        monkeypatch.setattr(FAST_PATH, "CHAR_CNN_CHUNK", chunks[0])
     ids = batch_to_char_ids(SENTENCES)
     with inference():
         assert_outputs_close(packed(ids), plain(ids))
@@ -285,3 +292,27 @@ def test_the_embedder_on_torch_takes_the_fast_path(models, monkeypatch):
         )
     BiLMEmbedder(models[0]).embed_batch(SENTENCES)
     assert calls == ["embed_distinct_tokens", "packed_bilstm"]
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX's embedder keeps the step kernels transposed")
+def test_the_jax_embedder_makes_its_step_kernels_again_when_the_weights_change(models):
+    """The transposed step kernels `BiLMEmbedder` keeps between calls follow `assign`: after new
+    weights, its vectors are those of the plain path on the new weights."""
+    packed, plain = models
+    embedder = BiLMEmbedder(packed)
+    before = embedder.embed_batch(SENTENCES)
+    saved = packed.get_weights()
+    rng = np.random.default_rng(11)
+    try:
+        packed.set_weights([w + 0.3 * rng.normal(size=w.shape).astype("float32") for w in saved])
+        plain.set_weights(packed.get_weights())
+        after = embedder.embed_batch(SENTENCES)
+        want = as_numpy(plain(batch_to_char_ids(SENTENCES))["activations"])
+    finally:
+        packed.set_weights(saved)
+        plain.set_weights(saved)
+    for row, (old, new) in enumerate(zip(before, after, strict=True)):
+        n = len(SENTENCES[row])
+        np.testing.assert_allclose(new, want[row, :, :n], atol=1e-5, rtol=0)
+        if n:
+            assert np.abs(new - old).max() > 1e-3
