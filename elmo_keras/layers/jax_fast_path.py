@@ -17,9 +17,9 @@ few static row counts:
   direction runs its own loops (the two in one loop ran 1.2x slower on a CPU). The recurrence
   runs feature-major (`h` `[P, B]`, `ProjectedLSTMCell.recurrent_step(feature_major=True)`),
   the weights on the left of each product, which XLA's CPU backend runs faster for few rows
-  (benchmarks/results/jax_embed.md). Its transposed kernels come from the caller (`inference(kernels=...)`,
-  `feature_major_kernels`: `BiLMEmbedder` makes them once per weights), else each call
-  transposes them.
+  (benchmarks/results/jax_embed.md). Its transposed kernels come from the caller
+  (`inference(kernels=...)`, `feature_major_kernels`: `BiLMEmbedder` makes them once per
+  weights), else each call transposes them.
 - `embed_distinct_tokens`: the char CNN over the distinct tokens, its convolutions in chunks
   of `CHAR_CNN_CHUNKS` rows, then its highways and projection in chunks of `TOKEN_CHUNKS`, in
   loops that stop after the last row referenced: rows padding the distinct tokens to a
