@@ -34,12 +34,10 @@ speed part: rows not reached are marked skipped. See ../shared/gpu/README.md for
 """
 
 import argparse
-import concurrent.futures
 import importlib.abc
 import json
 import os
 import pathlib
-import statistics
 import sys
 import time
 
@@ -59,6 +57,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import accelerator_embed  # noqa: E402
+import accelerator_inference  # noqa: E402
 import accelerator_torch  # noqa: E402
 import accelerator_training  # noqa: E402
 import fixture_check  # noqa: E402
@@ -67,33 +66,13 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from elmo_keras.models import BiLM  # noqa: E402
-from elmo_keras.text.char_ids import distinct_token_ids  # noqa: E402
 
 FULL = dict(lstm_units=4096, projection_dim=512)  # the other arguments' defaults are published
 SMALL = dict(lstm_units=64, projection_dim=16, filters=[(1, 8), (2, 8), (3, 16)], n_highway=1)
 PRECISIONS = {"fp32": ("highest", "float32"), "tf32": ("tensorfloat32", "float32")}
 PRECISIONS["bf16"] = ("default", "mixed_bfloat16")
-TOKENS = 20
+TOKENS = accelerator_inference.TOKENS
 PARTS = ("exactness", "inference", "embed", "torch", "training")
-
-
-def flop_per_token(bilm):
-    """Dense FLOP (2 per multiply-add) per real token: char CNN, highways, projection, LSTMs."""
-    chars, dim = bilm.max_characters_per_token, bilm.char_embedding_dim
-    filters = sum(n for _, n in bilm.filters)
-    cnn = sum((chars - w + 1) * w * dim * n for w, n in bilm.filters) * 2
-    cnn += bilm.n_highway * 2 * filters * 2 * filters + 2 * filters * bilm.projection_dim
-    p, u = bilm.projection_dim, bilm.lstm_units
-    return cnn + 2 * bilm.n_layers * 2 * (2 * p * 4 * u + u * p)
-
-
-def jitted(bilm):
-    def run(trainable, non_trainable, inputs):
-        outputs, _ = bilm.stateless_call(trainable, non_trainable, inputs, training=False)
-        return outputs
-
-    trainable = [v.value for v in bilm.trainable_variables]
-    return jax.jit(run), trainable, [v.value for v in bilm.non_trainable_variables]
 
 
 def exactness(precision):
@@ -101,7 +80,7 @@ def exactness(precision):
 
     def load(folder):
         bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
-        run, trainable, non_trainable = jitted(bilm)
+        run, trainable, non_trainable = accelerator_inference.jitted(bilm)
 
         def call(inputs):
             out = run(trainable, non_trainable, inputs)
@@ -112,59 +91,6 @@ def exactness(precision):
 
     with jax.default_matmul_precision(precision):
         return fixture_check.top_layer_diffs(load)
-
-
-def synthetic_batch(rows, rng, vocabulary):
-    """`rows` sentences of 20 Zipf-drawn words (distinct per batch, as real text repeats)."""
-    ranks = np.minimum(rng.zipf(1.2, size=(rows, TOKENS)), len(vocabulary)) - 1
-    return [[vocabulary[r] for r in row] for row in ranks]
-
-
-def natural_batch(path, rows):
-    """The first `rows` sentences of WikiText-2 (split at ' . '), natural lengths."""
-    sentences = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line.startswith("="):
-            continue
-        for part in line.split(" . "):
-            tokens = part.split()
-            if tokens:
-                sentences.append(tokens)
-            if len(sentences) == rows:
-                return sentences
-    return sentences
-
-
-def compile_rows(bilm, workloads, precision, threads):
-    """Every workload's program for `bilm`, compiled before any is timed, `threads` at a time
-    (XLA compiles outside Python's lock, so a machine's cores compile several shapes at once;
-    one shape took 13-30 s on an H200) -> `{workload: (program, inputs, seconds, tokens)}`."""
-    run, trainable, non_trainable = jitted(bilm)
-
-    def compile_one(item):
-        name, sentences = item
-        ids, index = distinct_token_ids(sentences, bilm.max_characters_per_token)
-        inputs = {"token_char_ids": ids, "token_index": index}
-        start = time.perf_counter()
-        with jax.default_matmul_precision(precision):  # a thread's own setting
-            program = run.lower(trainable, non_trainable, inputs).compile()
-        tokens = sum(len(s) for s in sentences)
-        return name, (program, inputs, time.perf_counter() - start, tokens)
-
-    with concurrent.futures.ThreadPoolExecutor(max(1, threads)) as pool:
-        return dict(pool.map(compile_one, workloads)), trainable, non_trainable
-
-
-def time_calls(program, trainable, non_trainable, inputs, calls):
-    """The median seconds of `calls` calls of a compiled program (after one untimed call)."""
-    jax.block_until_ready(program(trainable, non_trainable, inputs))
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        jax.block_until_ready(program(trainable, non_trainable, inputs))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def peak_memory_mb():
@@ -268,22 +194,24 @@ def main():
         "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 3 + i % 9)) for i in range(20000)
     ]
     if args.wikitext.is_file():
-        natural = natural_batch(args.wikitext, 32 if args.small else 512)
+        natural = accelerator_inference.natural_batch(args.wikitext, 32 if args.small else 512)
         natural_name = f"{len(natural)} WikiText-2 sentences"
     else:
         fixture = json.loads((REPO / "tests/fixtures/allennlp/sentences.json").read_text())
         natural = [s.split() for group in fixture for s in group][:32]
         natural_name = f"{len(natural)} fixture sentences"
-    workloads = [(f"{n} x {TOKENS}", synthetic_batch(n, rng, vocabulary)) for n in rows]
+    workloads = [
+        (f"{n} x {TOKENS}", accelerator_inference.synthetic_batch(n, rng, vocabulary)) for n in rows
+    ]
     workloads.append((natural_name, natural))
     for name, (precision, dtype) in PRECISIONS.items() if "inference" in parts else ():
         keras.utils.clear_session()
         keras.utils.set_random_seed(0)
         bilm = BiLM(**(SMALL if args.small else FULL), dtype=dtype)
         bilm.build()
-        flop = flop_per_token(bilm)
+        flop = accelerator_inference.flop_per_token(bilm)
         start = time.perf_counter()
-        programs, trainable, non_trainable = compile_rows(
+        programs, trainable, non_trainable = accelerator_inference.compile_rows(
             bilm, workloads, precision, args.compile_threads
         )
         compile_wall = time.perf_counter() - start
@@ -293,7 +221,9 @@ def main():
             if time.perf_counter() - started > args.budget:
                 row["skipped"] = "over --budget"
             else:
-                median = time_calls(program, trainable, non_trainable, inputs, args.calls)
+                median = accelerator_inference.time_calls(
+                    program, trainable, non_trainable, inputs, args.calls
+                )
                 row.update(
                     tokens_per_s=tokens / median,
                     tflops=flop * tokens / median / 1e12,
@@ -331,7 +261,11 @@ def embedding(args, results, natural):
     (`accelerator_embed.py`), fp32."""
     config = SMALL if args.small else FULL
     n_lines = min(args.embed_lines, 48) if args.small else args.embed_lines
-    lines = natural_batch(args.wikitext, n_lines) if args.wikitext.is_file() else natural
+    lines = (
+        accelerator_inference.natural_batch(args.wikitext, n_lines)
+        if args.wikitext.is_file()
+        else natural
+    )
     with jax.default_matmul_precision("highest"):
         results["embed"] = accelerator_embed.embed_speed(config, lines, 8 if args.small else 64)
         print(json.dumps(results["embed"]), flush=True)
