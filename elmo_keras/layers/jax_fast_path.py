@@ -89,10 +89,7 @@ def feature_major_kernels(bilstm):
     `bilstm`, as `inference(kernels=...)` takes them (outside a trace: made once, reused)."""
     cells = [*bilstm.forward_cells, *bilstm.backward_cells]
     return {
-        cell.path: tuple(
-            jnp.array(jnp.transpose(k.value), copy=True)
-            for k in (cell.recurrent_kernel, cell.projection_kernel)
-        )
+        cell.path: cell.step_kernels(cell.recurrent_kernel.dtype, feature_major=True)
         for cell in cells
     }
 
