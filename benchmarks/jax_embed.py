@@ -68,6 +68,9 @@ def _worker(backend, workdir):
     print(json.dumps({"ready": True, **info}), flush=True)
     for line in sys.stdin:
         command = line.strip()
+        if command == "memory":
+            print(json.dumps(_memory(embedder, workloads, backend)), flush=True)
+            continue
         if command == "outputs":
             vectors = embedder.embed_batch(workloads["b32x20"])
             vectors += embedder.embed_batch(workloads["natural32"])
@@ -80,6 +83,31 @@ def _worker(backend, workdir):
         else:
             embedder.embed_batch(workloads[command])
         print(json.dumps({"seconds": time.perf_counter() - start}), flush=True)
+
+
+def _memory(embedder, workloads, backend):
+    """Per single-call workload: minor page faults of one call (memory the call touched
+    afresh) and, on JAX, the compiled program's scratch (`memory_analysis`), in MB."""
+    import resource  # noqa: PLC0415  (POSIX; the workers run on Linux)
+
+    from elmo_keras.models.bilm_embedder import token_rows  # noqa: PLC0415
+
+    out = {}
+    for name, sentences in workloads.items():
+        if name == NATURAL_RUN:
+            continue
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        embedder.embed_batch(sentences)
+        out[name] = {"faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before}
+        if backend == "jax":
+            ids, index = token_rows(embedder.bilm, sentences)
+            ids, index = embedder._bucketed(ids.astype(np.int32), index.astype(np.int32))
+            weights = embedder._jax_weights()
+            kernels = embedder._step_kernels(weights[0])
+            program = embedder._jitted.lower(*weights, kernels, ids, index)
+            scratch = program.compile().memory_analysis().temp_size_in_bytes
+            out[name]["scratch_mb"] = round(scratch / 1e6)
+    return out
 
 
 class Worker(torch_speed.Worker):
@@ -154,6 +182,7 @@ def main():
         for backend, worker in workers.items():
             print(f"{backend}: {worker.info}", flush=True)
         seconds = _timed_rounds(workers, workloads, args.rounds)
+        memory = {backend: worker.ask("memory") for backend, worker in workers.items()}
         for worker in workers.values():
             worker.ask("outputs")
             worker.close()
@@ -189,12 +218,20 @@ def main():
             ]
         )
     results["agreement"] = {"embedder": agreement, "embed": embed_agreement}
+    results["memory"] = memory
     table = "\n".join([header, *(common.table_row(r) for r in rows)])
     table += (
         f"\n\nMedians of {args.rounds} interleaved rounds ({args.embed_rounds} for `embed`); "
         f"max |TensorFlow - JAX|: {agreement:.1e} (32 x 20 and 32 natural), "
         + (f"{embed_agreement:.1e} (embed)." if args.embed_rounds else "no `embed` run.")
-        + f"\n{common.machine_line(env)}; load average "
+        + "\nPer call, minor page faults (memory touched afresh) TensorFlow / JAX, and the JAX "
+        "program's scratch: "
+        + "; ".join(
+            f"{labels[name]}: {memory['tensorflow'][name]['faults']:,} / "
+            f"{memory['jax'][name]['faults']:,}, {memory['jax'][name]['scratch_mb']} MB"
+            for name in memory["jax"]
+        )
+        + f".\n{common.machine_line(env)}; load average "
         f"{env['load_average_at_start']} at the start, {env['load_average_at_end']} at the end; "
         f"{workers['jax'].info}"
     )

@@ -13,13 +13,14 @@ few static row counts:
   steps after the longest row are never run (so padding a batch to a bucketed number of steps
   costs nothing in the recurrence). The input products are taken before the loop over the
   real positions only, packed time-major (step `t`'s rows from `offsets[t]`), in chunks of
-  `PROJECTION_CHUNKS` rows in loops that stop after the last real one (`_in_chunks`). Each
-  direction runs its own loops (the two in one loop ran 1.2x slower on a CPU). The recurrence
-  runs feature-major (`h` `[P, B]`, `ProjectedLSTMCell.recurrent_step(feature_major=True)`),
+  `PROJECTION_CHUNKS` rows in loops that stop after the last real one (`_in_chunks`). A
+  layer's two directions step together (they share the lengths, so the phases), each step's
+  two products batched over them (`[2, 4U, P] @ [2, P, B]`). The recurrence runs
+  feature-major (`h` `[2, P, B]`, `ProjectedLSTMCell.recurrent_step(feature_major=True)`),
   the weights on the left of each product, which XLA's CPU backend runs faster for few rows
-  (benchmarks/results/jax_embed.md). Its transposed kernels come from the caller
+  (benchmarks/results/jax_embed.md). Its transposed, stacked kernels come from the caller
   (`inference(kernels=...)`, `feature_major_kernels`: `BiLMEmbedder` makes them once per
-  weights), else each call transposes them.
+  weights), else each call makes them.
 - `embed_distinct_tokens`: the char CNN over the distinct tokens, its convolutions in chunks
   of `CHAR_CNN_CHUNKS` rows, then its highways and projection in chunks of `TOKEN_CHUNKS`, in
   loops that stop after the last row referenced: rows padding the distinct tokens to a
@@ -47,7 +48,7 @@ import keras
 # a whole chunk remains, then the next): the loops stop after the last referenced row, so a
 # bucketed (padded) count of distinct tokens costs nothing, and at most the smallest chunk is
 # computed past the last row. Then the highways and projection, in chunks of `TOKEN_CHUNKS`.
-CHAR_CNN_CHUNKS = (64, 16)
+CHAR_CNN_CHUNKS = (64,)
 TOKEN_CHUNKS = (256, 64)
 
 # Where the path runs. Measured on CPUs only: on a GPU the core path (one `lax.scan` per layer and
@@ -57,7 +58,7 @@ TOKEN_CHUNKS = (256, 64)
 PLATFORMS = ("cpu",)
 
 # The input products are taken over the real positions only, this many rows at a time.
-PROJECTION_CHUNKS = (256, 64, 16)
+PROJECTION_CHUNKS = (256, 64)
 
 # The smallest phase of the recurrence (`phase_sizes`): fewer rows gain nothing more.
 SMALLEST_PHASE = 4
@@ -85,13 +86,17 @@ def inference(kernels=None):
 
 
 def feature_major_kernels(bilstm):
-    """`{cell.path: (recurrent kernel.T, projection kernel.T)}` for every cell of
-    `bilstm`, as `inference(kernels=...)` takes them (outside a trace: made once, reused)."""
-    cells = [*bilstm.forward_cells, *bilstm.backward_cells]
-    return {
-        cell.path: cell.step_kernels(cell.recurrent_kernel.dtype, feature_major=True)
-        for cell in cells
-    }
+    """`{forward cell.path: (recurrent kernels [2, 4U, P], projection kernels [2, P, U])}` for
+    every layer of `bilstm`: its two directions' `step_kernels(dtype, feature_major=True)`
+    stacked, as `inference(kernels=...)` takes them (outside a trace: made once, reused)."""
+    pairs = zip(bilstm.forward_cells, bilstm.backward_cells, strict=True)
+    return {pair[0].path: _stacked_kernels(pair, pair[0].recurrent_kernel.dtype) for pair in pairs}
+
+
+def _stacked_kernels(pair, dtype):
+    """The two cells' feature-major step kernels, stacked: `([2, 4U, P], [2, P, U])`."""
+    kernels = [cell.step_kernels(dtype, feature_major=True) for cell in pair]
+    return tuple(jnp.stack(each) for each in zip(*kernels, strict=True))
 
 
 def applies(layer, training, length_aware):
@@ -138,13 +143,20 @@ def _in_chunks(fn, arrays, used, width, dtype, sizes):
     -> `[n, width]`: chunks of `sizes[0]` rows while a whole one remains, then of each next
     size; the last size covers the rest. Large chunks make products of many rows (a product of
     256 rows ran at 1.5x the rate of one of 64 on a CPU), the small ones keep the rows computed
-    past `used` fewer than `sizes[-1]` (the later rows stay zero). Sizes over `n` are skipped;
+    past `used` fewer than `sizes[-1]` (the later rows stay zero). The first chunk, of the
+    smallest size, is computed whatever `used` is (it starts the buffer). Sizes over `n` are
+    skipped;
     a chunk that would run past row `n` is moved back to end there (`dynamic_slice` clamps its
     start, reading and writing alike), so nothing is padded or copied."""
     n = arrays[0].shape[0]
     sizes = tuple(size for size in sizes if size <= n) or (n,)
-    out = jnp.zeros((n, width), dtype)
-    start = jnp.zeros((), "int32")
+    # The buffer starts as the first (smallest) chunk padded with zeros, not as `zeros((n,
+    # width))`: XLA merges equal constants, and copied one zero buffer into every call site's
+    # loop at the start of the program, all of them live at once (5 x 142 MB at 64 x 20,
+    # allocated and paged in afresh at every call).
+    first = fn(*[a[: sizes[-1]] for a in arrays]).astype(dtype)
+    out = jnp.pad(first, ((0, n - sizes[-1]), (0, 0)))
+    start = jnp.asarray(sizes[-1], "int32")
     for k, size in enumerate(sizes):
         last = k == len(sizes) - 1
 
@@ -177,47 +189,53 @@ def _packed_projection(cell, x, plan):
     )
 
 
-def _run_layer(cell, x, plan, h, c):
-    """One layer of one direction over time-major sorted inputs `[T, B, F]`: -> `(outputs
-    [T, B, P], final h, final c)`. The recurrence runs feature-major (`h` `[P, B]`; see
+def _run_layer(pair, xs, plan, h, c):
+    """One layer, both directions, over time-major sorted inputs `xs` (one `[T, B, F]` per
+    direction), from `h` `[2, B, P]` and `c` `[2, B, U]`: -> `(outputs [2, T, B, P], final h,
+    final c)`. The two directions step together, each step's products batched over them
+    (`[2, 4U, P] @ [2, P, B]`), feature-major (`h` `[2, P, B]`; see
     `ProjectedLSTMCell.recurrent_step`)."""
-    steps, batch = x.shape[0], x.shape[1]
+    cell = pair[0]  # ProjectedBiLSTM builds both with one configuration (clips, forget bias)
+    steps, batch = xs[0].shape[0], xs[0].shape[1]
     lengths, offsets = plan["lengths"], plan["offsets"]
-    kernels = _feature_major_kernels(cell, h.dtype)
-    z = _packed_projection(cell, x, plan)
+    kernels = _feature_major_kernels(pair, h.dtype)
+    z = [_packed_projection(each, x, plan) for each, x in zip(pair, xs, strict=True)]
     sizes = phase_sizes(batch)
     # Phase k runs while more than sizes[k + 1] rows are running: until step lengths[sizes[k+1]].
     ends = [lengths[size] for size in sizes[1:]] + [lengths[0] if batch else 0]
-    outputs = jnp.zeros((steps, batch, cell.projection_dim), h.dtype)
-    h, c = h.T, c.T
+    outputs = jnp.zeros((2, steps, batch, cell.projection_dim), h.dtype)
+    h, c = jnp.swapaxes(h, 1, 2), jnp.swapaxes(c, 1, 2)
     t = jnp.zeros((), "int32")
     for size, end in zip(sizes, ends, strict=True):
-        running = lengths[None, :size]
+        running = lengths[None, None, :size]
 
         def body(carry, size=size, running=running):
             t, h, c, outputs = carry
-            z_t = jax.lax.dynamic_slice_in_dim(z, offsets[t], size).T
-            h_new, c_new = cell.recurrent_step(z_t, h, c, kernels, feature_major=True)
+            z_t = jnp.stack([jax.lax.dynamic_slice_in_dim(each, offsets[t], size) for each in z])
+            h_new, c_new = cell.recurrent_step(
+                jnp.swapaxes(z_t, 1, 2), h, c, kernels, feature_major=True
+            )
             keep = t < running
-            out = jnp.where(keep, h_new, jnp.zeros_like(h_new)).T
-            outputs = jax.lax.dynamic_update_slice(outputs, out[None], (t, 0, 0))
+            out = jnp.swapaxes(jnp.where(keep, h_new, jnp.zeros_like(h_new)), 1, 2)
+            outputs = jax.lax.dynamic_update_slice(outputs, out[:, None], (0, t, 0, 0))
             return t + 1, jnp.where(keep, h_new, h), jnp.where(keep, c_new, c), outputs
 
-        carry = (t, h[:, :size], c[:, :size], outputs)
+        carry = (t, h[:, :, :size], c[:, :, :size], outputs)
         t, h_run, c_run, outputs = jax.lax.while_loop(
             lambda carry, end=end: carry[0] < end, body, carry
         )
-        h, c = h.at[:, :size].set(h_run), c.at[:, :size].set(c_run)
-    return outputs, h.T, c.T
+        h, c = h.at[:, :, :size].set(h_run), c.at[:, :, :size].set(c_run)
+    return outputs, jnp.swapaxes(h, 1, 2), jnp.swapaxes(c, 1, 2)
 
 
-def _feature_major_kernels(cell, dtype):
-    """`cell.step_kernels(dtype, feature_major=True)`: from `inference(kernels=...)` when the
-    caller made them once (`BiLMEmbedder`), else transposed here, at every call."""
-    given = getattr(_INFERENCE, "kernels", {}).get(cell.path)
+def _feature_major_kernels(pair, dtype):
+    """The layer's stacked feature-major step kernels (`feature_major_kernels`): from
+    `inference(kernels=...)` when the caller made them once (`BiLMEmbedder`), else
+    transposed and stacked here, at every call."""
+    given = getattr(_INFERENCE, "kernels", {}).get(pair[0].path)
     if given is not None:
         return tuple(jnp.asarray(k, dtype) for k in given)
-    return jax.lax.optimization_barrier(cell.step_kernels(dtype, feature_major=True))
+    return jax.lax.optimization_barrier(_stacked_kernels(pair, dtype))
 
 
 def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
@@ -253,16 +271,14 @@ def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
     pairs = zip(bilstm.forward_cells, bilstm.backward_cells, strict=True)
     layers, final_h, final_c = [], [], []
     for layer, pair in enumerate(pairs):
-        runs = [
-            _run_layer(cell, x, plan, h0[:, d, layer], c0[:, d, layer])
-            for d, (cell, x) in enumerate(zip(pair, xs, strict=True))
-        ]
-        outs = [out for out, _, _ in runs]
+        h0_layer = jnp.swapaxes(h0[:, :, layer], 0, 1)  # [2, B, P]
+        outs, h, c = _run_layer(pair, xs, plan, h0_layer, jnp.swapaxes(c0[:, :, layer], 0, 1))
+        outs = [outs[0], outs[1]]
         if layer > 0 and bilstm.use_skip_connections:
             outs = [out + x * mask.astype(x.dtype) for out, x in zip(outs, xs, strict=True)]
         layers.append(outs)
-        final_h.append(jnp.stack([h for _, h, _ in runs], axis=1))
-        final_c.append(jnp.stack([c for _, _, c in runs], axis=1))
+        final_h.append(jnp.swapaxes(h, 0, 1))
+        final_c.append(jnp.swapaxes(c, 0, 1))
         xs = outs
     outputs = []
     for forward, backward in layers:

@@ -142,13 +142,16 @@ class ProjectedLSTMCell(keras.layers.Layer):
         With `feature_major=True` every array is transposed: `z_input` `[4U, B]`, `h` `[P, B]`,
         `c` `[U, B]`, and `kernels` are `step_kernels(dtype, feature_major=True)`. The same
         sums; on XLA's CPU backend a product with the weights on the left runs faster for few
-        rows (JAX's fast path, `jax_fast_path`)."""
+        rows (JAX's fast path, `jax_fast_path`). Feature-major arrays may carry leading batch
+        axes, the kernels too (`[D, 4U, P]`, `z_input` `[D, 4U, B]`: `D` cells of this
+        configuration in one batched product, as the fast path runs a layer's two
+        directions)."""
         recurrent_kernel, projection_kernel = kernels
         if feature_major:
             z = z_input + ops.matmul(recurrent_kernel, h)
         else:
             z = z_input + ops.matmul(h, recurrent_kernel)
-        i, f, g, o = ops.split(z, 4, axis=0 if feature_major else -1)
+        i, f, g, o = ops.split(z, 4, axis=-2 if feature_major else -1)
         c = ops.sigmoid(f + self.forget_bias) * c + ops.sigmoid(i) * ops.tanh(g)
         if self.cell_clip is not None:
             c = ops.clip(c, -self.cell_clip, self.cell_clip)

@@ -288,7 +288,8 @@ def test_rows_in_chunks_of_several_sizes(used, sizes):
     """`_in_chunks` computes the first `used` rows (chunks of 8 while a whole one is left, then
     of 3; a size over the 23 rows skipped; the last chunk moved back to end at row 23), each
     row from its own input row, against NumPy; past `used` it computes fewer rows than the
-    smallest chunk (the rest stay zero)."""
+    smallest chunk, or the first chunk (the smallest) when `used` is below it (the rest stay
+    zero)."""
     import jax
 
     rng = np.random.default_rng(used)
@@ -304,4 +305,7 @@ def test_rows_in_chunks_of_several_sizes(used, sizes):
     want = rows[:used].astype(np.float64) @ kernel * scale[:used, :1] + scale[:used, 1:]
     assert got.shape == (23, 6)
     np.testing.assert_allclose(got[:used], want, atol=1e-5, rtol=0)
-    assert not np.any(got[used + 2 :]), "computed a whole smallest chunk past `used`"
+    smallest = sizes[-1]
+    assert np.any(got[smallest - 1]), "the first chunk (the smallest) was not computed"
+    past = max(used + smallest - 1, smallest)
+    assert not np.any(got[past:]), "computed a whole smallest chunk past `used`"

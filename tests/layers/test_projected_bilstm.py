@@ -257,6 +257,39 @@ def test_cell_step_in_either_layout_matches_numpy(feature_major):
     assert np.abs(np.array([w[2] for w in want])).max() == pytest.approx(0.8)  # clipped
 
 
+def test_cells_stepped_together_in_one_batched_product_match_numpy():
+    """Two cells of one configuration stepped at once, feature-major, their kernels and arrays
+    stacked on a leading axis (as JAX's fast path runs a layer's two directions): each
+    against its own NumPy float64 step."""
+    rng = np.random.default_rng(9)
+    cells = [ProjectedLSTMCell(8, 4, cell_clip=0.8, proj_clip=0.5, forget_bias=0.5) for _ in "ab"]
+    for cell in cells:
+        cell.build((None, 3))
+        for w in cell.weights:
+            w.assign((1.5 * rng.normal(size=w.shape) / np.sqrt(w.shape[0])).astype("float32"))
+    x = rng.normal(size=(2, 5, 3)).astype("float32")
+    h = rng.normal(size=(2, 5, 4)).astype("float32")
+    c = rng.normal(size=(2, 5, 8)).astype("float32")
+    kernels = [cell.step_kernels("float32", feature_major=True) for cell in cells]
+    kernels = [keras.ops.stack([as_numpy(k) for k in each]) for each in zip(*kernels, strict=True)]
+    z = np.stack([as_numpy(cell.input_projection(x[d])).T for d, cell in enumerate(cells)])
+    arrays = (z, h.transpose(0, 2, 1), c.transpose(0, 2, 1))
+    h_new, c_new = cells[0].recurrent_step(
+        *(keras.ops.convert_to_tensor(a) for a in arrays), kernels, feature_major=True
+    )
+    h_new, c_new = as_numpy(h_new).transpose(0, 2, 1), as_numpy(c_new).transpose(0, 2, 1)
+    for d, cell in enumerate(cells):
+        w0, b, wp = tf_layout(cell)
+        want = [
+            ref.lstm_sentence(
+                x[d, r : r + 1].astype(np.float64), w0, b, wp, h[d, r], c[d, r], 0.8, 0.5, 0.5
+            )
+            for r in range(5)
+        ]
+        np.testing.assert_allclose(h_new[d], [w[1] for w in want], atol=1e-6, rtol=0)
+        np.testing.assert_allclose(c_new[d], [w[2] for w in want], atol=1e-6, rtol=0)
+
+
 def test_cell_inside_keras_rnn():
     x = np.random.default_rng(6).normal(size=(2, 5, 3)).astype("float32")
     cell = ProjectedLSTMCell(8, 4, cell_clip=3.0, proj_clip=2.0, forget_bias=0.0)
