@@ -73,8 +73,8 @@ def inference(kernels=None):
     gradient, as `BiLMEmbedder`. Outside, JAX takes the core path, so that `jax.grad` of an
     inference call (`training` falsy) still works: these loops are not reverse-differentiable.
 
-    `kernels`: optional `{cell.path: step_kernels(dtype, feature_major=True)}` (see
-    `feature_major_kernels`), made once by the caller; else each call transposes them."""
+    `kernels`: optional, per layer, the two directions' feature-major step kernels stacked
+    (`feature_major_kernels`), made once by the caller; else each call makes them."""
     before = getattr(_INFERENCE, "kernels", {})
     _INFERENCE.depth = getattr(_INFERENCE, "depth", 0) + 1
     _INFERENCE.kernels = kernels or {}
@@ -144,10 +144,10 @@ def _in_chunks(fn, arrays, used, width, dtype, sizes):
     size; the last size covers the rest. Large chunks make products of many rows (a product of
     256 rows ran at 1.5x the rate of one of 64 on a CPU), the small ones keep the rows computed
     past `used` fewer than `sizes[-1]` (the later rows stay zero). The first chunk, of the
-    smallest size, is computed whatever `used` is (it starts the buffer). Sizes over `n` are
-    skipped;
-    a chunk that would run past row `n` is moved back to end there (`dynamic_slice` clamps its
-    start, reading and writing alike), so nothing is padded or copied."""
+    smallest size, is computed whatever `used` is: padded, it is the buffer the loops write
+    into. Sizes over `n` are skipped; a chunk that would run past row `n` is moved back to end
+    there (`dynamic_slice` clamps its start, reading and writing alike), so the inputs are
+    never padded."""
     n = arrays[0].shape[0]
     sizes = tuple(size for size in sizes if size <= n) or (n,)
     # The buffer starts as the first (smallest) chunk padded with zeros, not as `zeros((n,
@@ -273,7 +273,7 @@ def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
     for layer, pair in enumerate(pairs):
         h0_layer = jnp.swapaxes(h0[:, :, layer], 0, 1)  # [2, B, P]
         outs, h, c = _run_layer(pair, xs, plan, h0_layer, jnp.swapaxes(c0[:, :, layer], 0, 1))
-        outs = [outs[0], outs[1]]
+        outs = list(outs)  # [forward, backward], each [T, B, P]
         if layer > 0 and bilstm.use_skip_connections:
             outs = [out + x * mask.astype(x.dtype) for out, x in zip(outs, xs, strict=True)]
         layers.append(outs)

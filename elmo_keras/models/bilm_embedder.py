@@ -157,8 +157,9 @@ class BiLMEmbedder(Embedder):
         ]
 
     def _step_kernels(self, trainable):
-        """The biLSTM's step kernels transposed (`jax_fast_path.feature_major_kernels`), made
-        again only when a weight's value changed since the last call."""
+        """The biLSTM's step kernels transposed and stacked per layer
+        (`jax_fast_path.feature_major_kernels`), made again only when a weight's value changed
+        since the last call."""
         import jax  # noqa: PLC0415  (this backend only)
 
         from elmo_keras.layers import jax_fast_path  # noqa: PLC0415  (this backend only)
