@@ -14,7 +14,7 @@ import pytest
 
 from elmo_keras.layers import ProjectedBiLSTM
 from elmo_keras.layers.projected_bilstm import fast_path
-from tests.test_case import as_numpy
+from tests.test_case import as_numpy, without_autograd
 
 FAST_PATH = fast_path()
 
@@ -24,9 +24,10 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(autouse=True)
-def _jax_inference():
-    """On JAX the fast path runs inside `jax_fast_path.inference()` (BiLMEmbedder's context)."""
-    with getattr(FAST_PATH, "inference", contextlib.nullcontext)():
+def _inference():
+    """The fast path's conditions: on JAX it runs inside `jax_fast_path.inference()`
+    (BiLMEmbedder's context), on PyTorch where no gradient is tracked (`torch.no_grad`)."""
+    with getattr(FAST_PATH, "inference", contextlib.nullcontext)(), without_autograd():
         yield
 
 
@@ -127,9 +128,49 @@ def test_windows_of_the_input_projection(monkeypatch):
     name, sizes = ("WINDOW_ELEMENTS", (1, 4 * 8 * 5 * 3))  # windows of 1 and 3 steps
     if keras.config.backend() == "jax":
         name, sizes = ("PROJECTION_CHUNKS", ((1,), (3,), (5, 2)))
+    if keras.config.backend() == "torch":  # only the steps of fewer than STACKED_ROWS rows
+        monkeypatch.setattr(FAST_PATH, "STACKED_ROWS", 100)
     for size in sizes:
         monkeypatch.setattr(FAST_PATH, name, size)
         assert_same(packed(x, mask=mask), want)
+
+
+@torch_only
+@pytest.mark.parametrize("onednn", [True, False])
+@pytest.mark.parametrize(
+    "stacked_rows, window, starts",
+    [
+        (1, 1 << 23, []),  # every step stacked
+        (3, 1, [7, 8, 9, 10]),  # the steps of 2 rows windowed, a window each
+        (3, 4 * 8 * 6, [7, 10]),  # windows of 6 gate-input rows at most: steps 7-9, then 10
+        (6, 1, list(range(11))),  # every step windowed
+        (6, 4 * 8 * 6, [0, 1, 2, 3, 4, 6, 8]),
+    ],
+)
+def test_torch_steps_stacked_then_windowed(monkeypatch, onednn, stacked_rows, window, starts):
+    """PyTorch's steps: `[x_t, h_{t-1}]` in one product while `STACKED_ROWS` rows or more run,
+    then the window's input products made ahead; the products packed for oneDNN with the
+    sigmoid fused in (float32 on the CPU), or plain `addmm` then the sigmoid (other devices and
+    dtypes). Here the rows run 5, 5, 5, 4, 3, 3, 3, 2, 2, 2, 2 a step; `starts` are the
+    steps that start a window."""
+    if onednn and not FAST_PATH._ONEDNN:
+        pytest.skip("this PyTorch has no oneDNN linear")
+    monkeypatch.setattr(FAST_PATH, "_ONEDNN", onednn)
+    monkeypatch.setattr(FAST_PATH, "_PRODUCTS", {})
+    monkeypatch.setattr(FAST_PATH, "STACKED_ROWS", stacked_rows)
+    monkeypatch.setattr(FAST_PATH, "WINDOW_ELEMENTS", window)
+    windows = []
+    real = FAST_PATH._window
+    monkeypatch.setattr(FAST_PATH, "_window", lambda *a: windows.append(a[3]) or real(*a))
+    rng = np.random.default_rng(6)
+    packed, plain = make_pair(rng, 8, 4, 3, cell_clip=0.4, proj_clip=0.3)
+    x, mask = random_batch(rng, [11, 3, 7, 0, 4, 11], 3)
+    assert_same(packed(x, mask=mask), plain(x, mask=mask))
+    assert sorted(windows) == sorted(starts * 4)  # two layers, two directions (two threads)
+    made = [products for _, _, products in FAST_PATH._PRODUCTS.values()]
+    assert len(made) == 4
+    for stacked, *others in made:
+        assert [p.packed is not None for p in (*stacked, *others)] == [onednn] * 5
 
 
 @tensorflow_only
@@ -219,15 +260,16 @@ def test_on_torch_the_fast_path_runs_only_where_no_gradient_is_tracked(monkeypat
         loss = (outputs**2).sum() + h.sum() + c.sum()
         return torch.autograd.grad(loss, [w.value for w in layer.trainable_weights])
 
-    got, want = gradients(packed), gradients(plain)
-    assert not runs
-    assert_same(got, want, atol=0)
-    with torch.no_grad():
+    with torch.enable_grad():  # the module's fixture turned it off
+        got, want = gradients(packed), gradients(plain)
+        assert not runs
+        assert_same(got, want, atol=0)
+        with torch.no_grad():
+            assert_same(packed(x, mask=mask), plain(x, mask=mask))
+        assert len(runs) == 1
+        packed.trainable = False
         assert_same(packed(x, mask=mask), plain(x, mask=mask))
-    assert len(runs) == 1
-    packed.trainable = False
-    assert_same(packed(x, mask=mask), plain(x, mask=mask))
-    assert len(runs) == 2
+        assert len(runs) == 2
 
 
 @torch_only
