@@ -1,5 +1,6 @@
 """The biLM against the published fixtures (bilm-tf and AllenNLP) and the NumPy reference."""
 
+import contextlib
 import json
 
 import h5py
@@ -29,11 +30,21 @@ def fixture_model(fixtures_dir, name):
     return BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5"), folder
 
 
+def _jax_inference(length_aware):
+    """JAX's fast path runs inside `jax_fast_path.inference()` (BiLMEmbedder's context)."""
+    if length_aware and keras.config.backend() == "jax":
+        from elmo_keras.layers import jax_fast_path
+
+        return jax_fast_path.inference()
+    return contextlib.nullcontext()
+
+
 @pytest.mark.parametrize("length_aware", [True, False])
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_stateful_replay_matches_the_fixture(fixtures_dir, name, length_aware):
     """10 batches of 3 sentences, state carried per row through explicit state in/out; on the
-    backend's fast path (TensorFlow's, PyTorch's without autograd) and on the core path."""
+    backend's fast path (TensorFlow's, PyTorch's without autograd, JAX's inside
+    `jax_fast_path.inference()`) and on the core path."""
     bilm, folder = fixture_model(fixtures_dir, name)
     bilm.length_aware = bilm.bilstm.length_aware = length_aware
     sentences = json.loads((folder / FIXTURES[name][1]).read_text())
@@ -43,7 +54,7 @@ def test_stateful_replay_matches_the_fixture(fixtures_dir, name, length_aware):
     for i in range(10):
         batch = [sentences[k][i].split() for k in range(3)]
         ids = batch_to_char_ids(batch)
-        with without_autograd():
+        with without_autograd(), _jax_inference(length_aware):
             out = bilm({"char_ids": ids, **state})
             stateless = as_numpy(bilm(ids)["activations"])[:, -1]
         state = {"state_h": out["state_h"], "state_c": out["state_c"]}
