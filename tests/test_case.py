@@ -9,7 +9,6 @@ defaults it to TensorFlow) and only use `keras.ops`, so the backend-neutral laye
 that way too). Checks that only mean something on one backend say so and are skipped elsewhere.
 """
 
-import contextlib
 import copy
 import pathlib
 import tempfile
@@ -32,16 +31,6 @@ def as_numpy(x, dtype=None):
     their weights are trainable); `keras.ops.convert_to_numpy` detaches it first.
     """
     return np.asarray(keras.ops.convert_to_numpy(x), dtype)
-
-
-def without_autograd():
-    """A context where no gradient is tracked: `torch.no_grad()` on PyTorch (where the biLM's
-    fast path needs it, `torch_fast_path.applies`), nothing on the other backends."""
-    if keras.config.backend() == "torch":
-        import torch
-
-        return torch.no_grad()
-    return contextlib.nullcontext()
 
 
 def run_layer_test(

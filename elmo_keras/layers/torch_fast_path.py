@@ -127,7 +127,7 @@ def _products(cell, dtype):
         sigmoids = torch.cat([torch.arange(2 * units), torch.arange(3 * units, 4 * units)])
         parts = (sigmoids.to(kernel.device), torch.arange(2 * units, 3 * units).to(kernel.device))
         order = torch.cat(parts)
-        return (  # one kernel copy made at a time: only the packed ones are kept
+        return (  # copies made one by one, only the packed kept (stacked: the weights again)
             tuple(
                 _Product(torch.cat([kernel[:, part], recurrent_kernel[:, part]]), bias[part])
                 for part in parts
@@ -163,9 +163,8 @@ def embed_distinct_tokens(char_cnn, token_char_ids, token_index, boundaries):
     lengths = (token_index >= 0).sum(dim=1)
     boundaries = torch.as_tensor(np.asarray(boundaries), device=device)
     with torch.inference_mode():
-        vectors = _chunked_char_cnn(
-            char_cnn, torch.cat([token_char_ids, boundaries.to(torch.int32)])
-        )
+        ids = torch.cat([token_char_ids, boundaries.to(torch.int32)])
+        vectors = _chunked_char_cnn(char_cnn, ids)
         bos_row = token_char_ids.shape[0]
         index = torch.full((batch, steps + 2), -1, dtype=torch.int64, device=device)
         index[:, 0] = bos_row
@@ -317,7 +316,8 @@ def _direction_pool(device):
                 ready.wait()  # each of the two threads runs this once
 
             pool = ThreadPoolExecutor(2, thread_name_prefix="elmo-direction", initializer=start)
-            [future.result() for future in [pool.submit(int) for _ in range(2)]]
+            for future in [pool.submit(int) for _ in range(2)]:
+                future.result()
             torch.set_num_threads(threads)  # PyTorch's default for new threads, as it was
             _POOL.update(threads=threads, pool=pool)
         return _POOL["pool"]
@@ -365,7 +365,7 @@ def _packed_recurrence(cell, packed, plan, h, c):
     counts, offsets = plan["counts"], plan["offsets"]
     outputs = packed.new_empty((packed.shape[0], cell.projection_dim))
     step_input = packed.new_empty((counts[0] if counts else 0, features + h.shape[1]))
-    window = (0, 0, None)  # packed rows `first:end` and their gate inputs
+    first = end = 0  # the packed rows `first:end` whose gate inputs `z` are made
     for t, n in enumerate(counts):
         rows = slice(offsets[t], offsets[t] + n)
         if n >= STACKED_ROWS:
@@ -374,9 +374,9 @@ def _packed_recurrence(cell, packed, plan, h, c):
             ifo = stacked[0](step_input[:n], sigmoid=True)
             g = torch.tanh_(stacked[1](step_input[:n]))
         else:
-            if offsets[t] >= window[1]:
-                window = _window(input_product, packed, offsets, t, units)
-            gates = recurrent.plus(h[:n], window[2][rows.start - window[0] : rows.stop - window[0]])
+            if offsets[t] >= end:
+                first, end, z = _window(input_product, packed, offsets, t, units)
+            gates = recurrent.plus(h[:n], z[rows.start - first : rows.stop - first])
             ifo = torch.sigmoid_(gates[:, : 3 * units])
             g = torch.tanh_(gates[:, 3 * units :])
         c_run = c[:n]

@@ -6,15 +6,14 @@ running backend's fast path (`projected_bilstm.fast_path()`: TensorFlow's, PyTor
 JAX's) is the one tested.
 """
 
-import contextlib
-
 import keras
 import numpy as np
 import pytest
 
 from elmo_keras.layers import ProjectedBiLSTM
 from elmo_keras.layers.projected_bilstm import fast_path
-from tests.test_case import as_numpy, without_autograd
+from tests.fast_path_context import fast_path_inference
+from tests.test_case import as_numpy
 
 FAST_PATH = fast_path()
 
@@ -25,9 +24,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def _inference():
-    """The fast path's conditions: on JAX it runs inside `jax_fast_path.inference()`
-    (BiLMEmbedder's context), on PyTorch where no gradient is tracked (`torch.no_grad`)."""
-    with getattr(FAST_PATH, "inference", contextlib.nullcontext)(), without_autograd():
+    """Every test in the fast path's context (on PyTorch that includes `torch.no_grad`)."""
+    with fast_path_inference():
         yield
 
 

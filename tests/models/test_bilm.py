@@ -1,6 +1,5 @@
 """The biLM against the published fixtures (bilm-tf and AllenNLP) and the NumPy reference."""
 
-import contextlib
 import json
 
 import h5py
@@ -12,11 +11,11 @@ from elmo_keras.models import BiLM
 from elmo_keras.text import batch_to_char_ids, bos_char_ids, eos_char_ids
 from elmo_keras.weights import read_options, save_weights
 from tests import numpy_reference as ref
+from tests.fast_path_context import fast_path_inference, without_autograd
 from tests.test_case import (
     as_numpy,
     check_keras_file_round_trip,
     run_layer_test,
-    without_autograd,
 )
 
 FIXTURES = {
@@ -28,15 +27,6 @@ FIXTURES = {
 def fixture_model(fixtures_dir, name):
     folder = fixtures_dir / FIXTURES[name][0]
     return BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5"), folder
-
-
-def _jax_inference(length_aware):
-    """JAX's fast path runs inside `jax_fast_path.inference()` (BiLMEmbedder's context)."""
-    if length_aware and keras.config.backend() == "jax":
-        from elmo_keras.layers import jax_fast_path
-
-        return jax_fast_path.inference()
-    return contextlib.nullcontext()
 
 
 @pytest.mark.parametrize("length_aware", [True, False])
@@ -54,7 +44,7 @@ def test_stateful_replay_matches_the_fixture(fixtures_dir, name, length_aware):
     for i in range(10):
         batch = [sentences[k][i].split() for k in range(3)]
         ids = batch_to_char_ids(batch)
-        with without_autograd(), _jax_inference(length_aware):
+        with fast_path_inference() if length_aware else without_autograd():
             out = bilm({"char_ids": ids, **state})
             stateless = as_numpy(bilm(ids)["activations"])[:, -1]
         state = {"state_h": out["state_h"], "state_c": out["state_c"]}

@@ -14,8 +14,8 @@ import pytest
 from elmo_keras.layers.projected_bilstm import fast_path
 from elmo_keras.models import BiLM, BiLMEmbedder
 from elmo_keras.text import batch_to_char_ids
+from tests.fast_path_context import without_autograd as inference
 from tests.test_case import as_numpy
-from tests.test_case import without_autograd as inference
 
 FAST_PATH = fast_path()
 BACKEND = keras.config.backend()
