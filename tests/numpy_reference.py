@@ -115,6 +115,32 @@ def published_cells(arrays, n_layers):
     ]
 
 
+def top_layers_of_streams(arrays, options, streams):
+    """The published model `arrays` (hdf5 layout) over `streams[k][i]`, the character ids
+    `[T + 2, C]` of sentence `i` of stream `k` with `<S>` and `</S>` around it, each stream's
+    state carried from sentence to sentence (the fixtures' replay). Returns `[i][k]`: the top
+    layer `[T, 2P]` without the boundary positions."""
+    lstm, char_cnn_options = options["lstm"], options["char_cnn"]
+    cells = published_cells(arrays, lstm["n_layers"])
+    states, outputs = [None] * len(streams), []
+    for i in range(len(streams[0])):
+        outputs.append([])
+        for k, stream in enumerate(streams):
+            tokens = char_cnn_from_published(
+                arrays, len(char_cnn_options["filters"]), stream[i], char_cnn_options["activation"]
+            )
+            layers, states[k] = bilstm_sentence(
+                tokens,
+                cells,
+                lstm["use_skip_connections"],
+                lstm["cell_clip"],
+                lstm["proj_clip"],
+                states[k],
+            )
+            outputs[-1].append(layers[-1][1:-1])
+    return outputs
+
+
 def scalar_mix(layers, mask, weights, gamma, do_layer_norm=False, epsilon=1e-12, top_only=False):
     """layers [B, N, T, D]; mask [B, T]."""
     if top_only:
