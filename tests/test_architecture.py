@@ -119,9 +119,14 @@ def _imports(name, path):
         for target in targets:
             while target and target not in MODULES:
                 target = target.rpartition(".")[0]
-            # Importing a.b.c runs a/__init__ and a/b/__init__ first.
+            if target and target != name:
+                found.add(target)
+            # Importing a.b.c runs a/__init__ and a/b/__init__ first, unless the importer is
+            # inside a.b itself: then they ran (or are running) before it could.
+            target = target.rpartition(".")[0]
             while target:
-                if target != name and target in MODULES:
+                inside = name.startswith(target + ".")
+                if target != name and target in MODULES and not inside:
                     found.add(target)
                 target = target.rpartition(".")[0]
     return found

@@ -1,37 +1,35 @@
 """PyTorch's fast inference path for the biLM: `tf_fast_path`'s twin behind the same seam.
 
-The backend-neutral core (`ProjectedBiLSTM`, `BiLM`, written with `keras.ops`) runs its
-recurrence as `keras.ops.scan`, on PyTorch a Python loop of small operators over every position
-of the padded batch, with autograd bookkeeping at each one. At inference, with `length_aware`,
-and when no gradient can be asked for (`applies`), the layers call this module instead, through
-`projected_bilstm.fast_path()`, with the functions `tf_fast_path` offers:
+The core (`ProjectedBiLSTM`, `BiLM`, in `keras.ops`) runs its recurrence as `keras.ops.scan`,
+on PyTorch a Python loop of small operators over every padded position, with autograd at each.
+At inference, with `length_aware`, and when no gradient can be asked for (`applies`), the
+layers call this module instead (`projected_bilstm.fast_path()`), as they call `tf_fast_path`:
 
 - `distinct_tokens` and `embed_distinct_tokens`: the char CNN once per distinct token of the
   batch, in chunks of `CHAR_CNN_CHUNK`, gathered back to the positions with `<S>` and `</S>`
   around each sentence; its sums run here (`_char_cnn`, 1.7 times as fast on one core as
   through the layer's MKL products);
 - `packed_bilstm`: rows sorted by length, the real positions packed time-major, step `t`
-  computing only the rows still running (`_packed_recurrence`), into preallocated outputs. On
-  the CPU the two directions run at once, each in a thread with half of PyTorch's intra-op
-  threads (`_direction_pool`), as TensorFlow runs the two loops of its graph: two small
-  products side by side keep the cores busier than one split over both.
+  computing only the rows still running (`_packed_recurrence`), into preallocated outputs. The
+  two directions run at once, each in a thread with half of PyTorch's intra-op threads
+  (`_direction_pool`), as TensorFlow runs the two loops of its graph. On any other device than
+  the CPU, `torch_gpu_path` runs the biLSTM instead (every row at every step, CUDA graphs).
 
-The products go through oneDNN with the weights packed once for it (`_Product`): on this
-project's AMD CPUs PyTorch's MKL runs the step's small products (32 rows) at a tenth of
-oneDNN's speed. Everything runs under `torch.inference_mode`. The numbers are the core path's
-to float round-off (1e-6 in tests/layers/test_packed_bilstm.py and
-tests/models/test_length_aware.py, which run on every backend).
-
+The products go through oneDNN, the weights packed once for it (`torch_products`). All runs
+under `torch.inference_mode`, with the core path's numbers to float round-off (1e-6 in
+tests/layers/test_packed_bilstm.py and tests/models/test_length_aware.py, on every backend).
 Imported only when PyTorch is the Keras backend: on another backend nothing imports torch.
 """
 
 import threading
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import keras
 import numpy as np
 import torch
+
+from elmo_keras.layers import torch_gpu_path
+from elmo_keras.layers.torch_products import cell_products, char_cnn_products
 
 # The char CNN runs over the distinct tokens at most this many at a time (as on TensorFlow).
 CHAR_CNN_CHUNK = 256
@@ -57,87 +55,6 @@ def applies(layer, training, length_aware):
 def scan(step, init, xs, unroll=1):
     """The core path's recurrence (training, autograd): `keras.ops.scan` as Keras runs it."""
     return keras.ops.scan(step, init, xs, unroll=unroll)
-
-
-class _Product:
-    """`x @ kernel + bias` with `kernel` packed once for oneDNN (float32 on the CPU), else a
-    plain `torch.addmm`; `sigmoid=True` applies the sigmoid after it (fused where packed).
-    `plus(x, other)` is `x @ kernel + other`, fused where packed."""
-
-    def __init__(self, kernel, bias=None):
-        self.kernel, self.bias, self.packed = kernel, bias, None
-        if _ONEDNN and kernel.device.type == "cpu" and kernel.dtype == torch.float32:
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(kernel.t().contiguous(), None)
-            self.kernel = None  # the packed copy is all that is read
-
-    def __call__(self, x, sigmoid=False):
-        if self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(
-                x.contiguous(), self.packed, self.bias, "sigmoid" if sigmoid else "none", [], ""
-            )
-        y = x @ self.kernel if self.bias is None else torch.addmm(self.bias, x, self.kernel)
-        return torch.sigmoid_(y) if sigmoid else y
-
-    def plus(self, x, other):
-        if self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise.binary(
-                x.contiguous(), other.contiguous(), self.packed, None, "add"
-            )
-        return torch.addmm(other, x, self.kernel)
-
-
-_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-
-# A cell's packed products, by the id of its kernel tensor (dropped with the tensor), with the
-# weights' versions they were made from: `variable.assign` bumps a version, and the products
-# are made again.
-_PRODUCTS = {}
-
-
-def _cached(weights, make):
-    """`make(*weights)` (detached), kept while the first weight tensor lives and until one of
-    `weights` changes (by its version)."""
-    # A cast to another dtype (a mixed policy) is a new tensor at every call: nothing to keep.
-    cacheable = not any(w.is_inference() for w in weights)
-    stamp = tuple((id(w), w._version) for w in weights) if cacheable else None
-    cached = _PRODUCTS.get(stamp[0][0]) if cacheable else None
-    if cached is not None and cached[1] == stamp:
-        return cached[2]
-    made = make(*(w.detach() for w in weights))
-    if cacheable:
-        key = stamp[0][0]
-        reference = weakref.ref(weights[0], lambda _: _PRODUCTS.pop(key, None))
-        _PRODUCTS[key] = (reference, stamp, made)
-    return made
-
-
-def _products(cell, dtype):
-    """A cell's step products in `dtype`, `(stacked, input, recurrent, projection)`, the gates
-    in the order (input, forget, output, candidate), the bias holding the forget bias (which the
-    core adds at every step). `stacked`: the first three gates, and the candidates, of a step's
-    `[x_t, h_{t-1}]` (the two kernels stacked, `[F + P, 4U]`); `input` and `recurrent`: the
-    gates' two parts (`_packed_recurrence` says which runs when)."""
-    weights = (cell.kernel, cell.bias, cell.recurrent_kernel, cell.projection_kernel)
-
-    def make(kernel, bias, recurrent_kernel, projection_kernel):
-        units = cell.lstm_units
-        bias = bias.clone()
-        bias[units : 2 * units] += cell.forget_bias
-        # The core's gates are (input, forget, candidate, output).
-        sigmoids = torch.cat([torch.arange(2 * units), torch.arange(3 * units, 4 * units)])
-        parts = (sigmoids.to(kernel.device), torch.arange(2 * units, 3 * units).to(kernel.device))
-        order = torch.cat(parts)
-        return (  # copies made one by one, only the packed kept (stacked: the weights again)
-            tuple(
-                _Product(torch.cat([kernel[:, part], recurrent_kernel[:, part]]), bias[part])
-                for part in parts
-            ),
-            _Product(kernel[:, order], bias[order]),
-            _Product(recurrent_kernel[:, order]),
-            _Product(projection_kernel),
-        )
-
-    return _cached([keras.ops.cast(w, dtype) for w in weights], make)
 
 
 def distinct_tokens(char_ids):
@@ -183,55 +100,30 @@ def _chunked_char_cnn(char_cnn, ids):
     if pool is not None and n > 1:
         n_chunks += n_chunks % 2
     size = max(1, -(-n // n_chunks))
-    products = _char_cnn_products(char_cnn, char_cnn.compute_dtype)
+    products = char_cnn_products(char_cnn, char_cnn.compute_dtype)
     chunks = [(char_cnn, products, ids[start : start + size]) for start in range(0, n, size)]
     if pool is None:
         return torch.cat([_char_cnn(*chunk) for chunk in chunks])
     return torch.cat([future.result() for future in [pool.submit(_char_cnn, *c) for c in chunks]])
 
 
-def _char_cnn_products(char_cnn, dtype):
-    """`(tables, convolutions, highways, projection)` of `char_cnn` in `dtype`: the embedding
-    tables (characters, then words if any), `(width, _Product, bias)` per filter (the bias
-    added after the max-pooling), `(carry, transform)` `_Product`s per highway layer and the
-    projection's `_Product`."""
-    tables = [char_cnn.char_embedding.embeddings]
-    if char_cnn.word_embedding_dim:
-        tables.append(char_cnn.word_embedding.embeddings)
-    dense = [d for highway in char_cnn.highways for d in (highway.carry, highway.transform)]
-    layers = [*char_cnn.convolutions, *dense, char_cnn.projection]
-    weights = [*tables, *(w for layer in layers for w in (layer.kernel, layer.bias))]
-    n_tables = len(tables)
-
-    def make(*weights):
-        pairs = [weights[i : i + 2] for i in range(n_tables, len(weights), 2)]
-        convolutions = [
-            (kernel.shape[0], _Product(kernel.reshape(-1, kernel.shape[-1])), bias)
-            for kernel, bias in pairs[: len(char_cnn.convolutions)]
-        ]
-        products = [_Product(kernel, bias) for kernel, bias in pairs[len(convolutions) :]]
-        highways = [products[i : i + 2] for i in range(0, len(products) - 1, 2)]
-        return weights[:n_tables], convolutions, highways, products[-1]
-
-    return _cached([keras.ops.cast(w, dtype) for w in weights], make)
-
-
 @torch.inference_mode()  # thread-local: again in a pool thread
 def _char_cnn(char_cnn, products, ids):
-    """`char_cnn(ids)` for `ids` `[n, width]` with `products` (`_char_cnn_products`): each
-    convolution one product over the unfolded windows (`CharCNN._convolve`'s sums), in
-    chunks of `CONVOLUTION_CHUNK` tokens (its output stays in cache), its bias added after the
-    max-pooling (the same float: adding a constant is monotonic); the highways and the
+    """`char_cnn(ids)` for `ids` `[n, width]` with `products` (`char_cnn_products`): each
+    convolution one product over the unfolded windows (`CharCNN._convolve`'s sums), on the CPU
+    in chunks of `CONVOLUTION_CHUNK` tokens (the output stays in cache), its bias added after
+    the max-pooling (the same float: adding a constant is monotonic); the highways and the
     projection with their biases fused."""
     tables, convolutions, highways, projection = products
-    characters = char_cnn.max_characters_per_token
+    characters, chunk = char_cnn.max_characters_per_token, CONVOLUTION_CHUNK
+    chunk = chunk if ids.device.type == "cpu" else max(1, ids.shape[0])  # a GPU: all at once
     embedded = tables[0][ids[:, :characters]]  # [n, C, E]
     n, depth = ids.shape[0], embedded.shape[-1]
     pooled = []
     for width, product, bias in convolutions:
         chunks = []
-        for start in range(0, n, CONVOLUTION_CHUNK):
-            windows = embedded[start : start + CONVOLUTION_CHUNK].unfold(1, width, 1)
+        for start in range(0, n, chunk):
+            windows = embedded[start : start + chunk].unfold(1, width, 1)
             windows = windows.transpose(2, 3).reshape(-1, width * depth)  # position-major
             chunks.append(product(windows).unflatten(0, (-1, characters - width + 1)).amax(1))
         pooled.append(torch.cat(chunks).add_(bias))
@@ -258,6 +150,10 @@ def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
     Returns:
         `(outputs [B, n_layers, T, 2P], state_h, state_c)` as the core path's.
     """
+    if inputs.device.type != "cpu":
+        return torch_gpu_path.packed_bilstm(
+            bilstm, inputs, backward_inputs, lengths, state_h, state_c
+        )
     with torch.inference_mode():
         plan = _packing_plan(torch.as_tensor(lengths).to(torch.int64))
         batch, steps = inputs.shape[0], inputs.shape[1]
@@ -353,14 +249,13 @@ def _packed_recurrence(cell, packed, plan, h, c):
     after the loop each row holds its state after its last token). Returns `[N, P]`.
 
     A step of `STACKED_ROWS` running rows or more is one product of `[x_t, h_{t-1}]` per gate
-    activation, the sigmoid fused in (`_products`' `stacked`). A step of fewer rows adds the
-    recurrent product of `h_{t-1}` to the input products, made ahead for a window of steps (at
-    most `WINDOW_ELEMENTS` gate inputs) in one product. In float32 on the CPU, each direction
-    on a core of its own, a published-size step took 8% less time the stacked way at 64 rows
-    (25.5 against 27.8 ms), 9% less at 32, but 15% more at 16: oneDNN runs one product of
-    depth F + P faster than two of depth P, but reads twice the weights a step, and a step of
-    few rows is bound by that reading. The small steps come last (the rows only decrease)."""
-    stacked, input_product, recurrent, projection = _products(cell, packed.dtype)
+    activation, the sigmoid fused in (`cell_products`' `stacked`); a step of fewer rows adds the
+    recurrent product of `h_{t-1}` to input products made ahead for a window of steps (at most
+    `WINDOW_ELEMENTS` gate inputs). A published-size step, each direction on a core, took 8%
+    less time stacked at 64 rows (25.5 against 27.8 ms), 9% less at 32, 15% more at 16: one
+    product of depth F + P runs faster than two of depth P, but reads twice the weights, which
+    bounds a step of few rows. The small steps come last (the rows only decrease)."""
+    stacked, input_product, recurrent, projection = cell_products(cell, packed.dtype)
     units, features = cell.lstm_units, packed.shape[1]
     counts, offsets = plan["counts"], plan["offsets"]
     outputs = packed.new_empty((packed.shape[0], cell.projection_dim))

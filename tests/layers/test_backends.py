@@ -65,10 +65,31 @@ def test_the_core_does_not_import_tensorflow_or_torch(module):
     )
 
 
-@pytest.mark.parametrize("engine, module", [("tensorflow", "tf"), ("torch", "torch")])
-def test_each_fast_path_is_the_one_module_of_the_layers_importing_its_backend(engine, module):
+@pytest.mark.parametrize(
+    "engine, modules",
+    [
+        ("tensorflow", ["tf_fast_path.py"]),
+        ("torch", ["torch_fast_path.py", "torch_gpu_path.py", "torch_products.py"]),
+    ],
+)
+def test_each_fast_path_is_the_one_module_of_the_layers_importing_its_backend(engine, modules):
     importing = sorted(p.name for p in LAYERS.glob("*.py") if engine in _module_level_imports(p))
-    assert importing == [f"{module}_fast_path.py"]
+    assert importing == modules
+
+
+def test_the_torch_gpu_path_is_reached_through_the_torch_fast_path_only():
+    def imports_it(path):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+                if "elmo_keras.layers.torch_gpu_path" in [node.module, *names]:
+                    return True
+            if isinstance(node, ast.Import):
+                if any(a.name == "elmo_keras.layers.torch_gpu_path" for a in node.names):
+                    return True
+        return False
+
+    assert [p.name for p in PACKAGE.rglob("*.py") if imports_it(p)] == ["torch_fast_path.py"]
 
 
 def _message(owner, backend):

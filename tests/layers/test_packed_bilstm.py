@@ -151,10 +151,12 @@ def test_torch_steps_stacked_then_windowed(monkeypatch, onednn, stacked_rows, wi
     sigmoid fused in (float32 on the CPU), or plain `addmm` then the sigmoid (other devices and
     dtypes). Here the rows run 5, 5, 5, 4, 3, 3, 3, 2, 2, 2, 2 a step; `starts` are the
     steps that start a window."""
-    if onednn and not FAST_PATH._ONEDNN:
+    from elmo_keras.layers import torch_products
+
+    if onednn and not torch_products.ONEDNN:
         pytest.skip("this PyTorch has no oneDNN linear")
-    monkeypatch.setattr(FAST_PATH, "_ONEDNN", onednn)
-    monkeypatch.setattr(FAST_PATH, "_PRODUCTS", {})
+    monkeypatch.setattr(torch_products, "ONEDNN", onednn)
+    monkeypatch.setattr(torch_products, "_PRODUCTS", {})
     monkeypatch.setattr(FAST_PATH, "STACKED_ROWS", stacked_rows)
     monkeypatch.setattr(FAST_PATH, "WINDOW_ELEMENTS", window)
     windows = []
@@ -165,7 +167,7 @@ def test_torch_steps_stacked_then_windowed(monkeypatch, onednn, stacked_rows, wi
     x, mask = random_batch(rng, [11, 3, 7, 0, 4, 11], 3)
     assert_same(packed(x, mask=mask), plain(x, mask=mask))
     assert sorted(windows) == sorted(starts * 4)  # two layers, two directions (two threads)
-    made = [products for _, _, products in FAST_PATH._PRODUCTS.values()]
+    made = [products for _, _, products in torch_products._PRODUCTS.values()]
     assert len(made) == 4
     for stacked, *others in made:
         assert [p.packed is not None for p in (*stacked, *others)] == [onednn] * 5
