@@ -236,3 +236,57 @@ def test_capture_at_the_first_call(gpu_path, fake_graphs, monkeypatch):
             call_masked(gpu_path.packed_bilstm, plain, x, mask)[:1], plain(x, mask=mask)[:1]
         )
     assert fake_graphs == [8, 16]
+
+
+def test_the_capture_calls_pytorch_as_its_signatures_say(gpu_path, monkeypatch):
+    """`_capture` against stand-ins of the CUDA calls it makes (no GPU here), each checking
+    its arguments against the real function's signature: the warm-up on a side stream, then
+    the capture in the shared pool, the outputs the function's and `replay` the graph's."""
+    import contextlib
+    import inspect
+
+    import torch
+
+    calls = []
+    real = {name: getattr(torch.cuda, name) for name in ("Stream", "stream", "graph")}
+
+    def checked(function, name, result=None):
+        signature = inspect.signature(function)
+
+        def stand_in(*args, **kwargs):
+            signature.bind(*args, **kwargs)
+            calls.append(name)
+            return result
+
+        return stand_in
+
+    class Stream:
+        wait_stream = checked(real["Stream"].wait_stream, "wait_stream")
+
+        def __init__(self, *args, **kwargs):
+            inspect.signature(real["Stream"]).bind(*args, **kwargs)
+
+    class Graph:
+        def replay(self):
+            calls.append("replay")
+
+    @contextlib.contextmanager
+    def graph(*args, **kwargs):
+        inspect.signature(real["graph"]).bind(*args, **kwargs)
+        calls.append("capture")
+        yield
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: Stream())
+    stream = checked(real["stream"], "stream", contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "stream", stream)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: ("pool", 0))
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(gpu_path, "_STATE", {"pool": None, "failed": None})
+    ran = []
+    replay, outputs = gpu_path._capture(lambda *a: ran.append(a) or ("out",), (1, 2))
+    assert outputs == ("out",) and ran == [(1, 2), (1, 2)]
+    assert calls == ["wait_stream", "stream", "wait_stream", "capture"]
+    replay()
+    assert calls[-1] == "replay" and gpu_path._STATE["pool"] == ("pool", 0)
