@@ -93,9 +93,9 @@ def exactness(torch):
 
     results = {"fixture vs float64": fixture_check.fixture_rounding()}
     paths = {"graphed": (True, 1), "eager": (False, torch_gpu_path.CAPTURE_AT)}
+    if not torch.cuda.is_available():  # the CPU's own path
+        paths = {"cpu": (True, torch_gpu_path.CAPTURE_AT)}
     for path, (use_graphs, capture_at) in paths.items():
-        if path == "graphed" and not torch.cuda.is_available():
-            continue
         torch_gpu_path.USE_GRAPHS, torch_gpu_path.CAPTURE_AT = use_graphs, capture_at
         for expected in ("fixture", "float64"):
             results[f"{path} vs {expected}"] = fixture_check.top_layer_diffs(load, expected)
