@@ -69,8 +69,9 @@ def cell_products(cell, dtype):
     """A cell's step products in `dtype`, `(stacked, input, recurrent, projection)`, the gates
     in the order (input, forget, output, candidate), the bias holding the forget bias (which the
     core adds at every step). `stacked`: the first three gates, and the candidates, of a step's
-    `[x_t, h_{t-1}]` (the two kernels stacked, `[F + P, 4U]`); `input` and `recurrent`: the
-    gates' two parts (`_packed_recurrence` says which runs when)."""
+    `[x_t, h_{t-1}]` (the two kernels stacked, `[F + P, 4U]`), made on the CPU only (the GPU
+    path does not read it: the weights once more); `input` and `recurrent`: the gates' two
+    parts (`torch_fast_path._packed_recurrence` says which runs when)."""
     weights = (cell.kernel, cell.bias, cell.recurrent_kernel, cell.projection_kernel)
 
     def make(kernel, bias, recurrent_kernel, projection_kernel):
@@ -81,11 +82,14 @@ def cell_products(cell, dtype):
         sigmoids = torch.cat([torch.arange(2 * units), torch.arange(3 * units, 4 * units)])
         parts = (sigmoids.to(kernel.device), torch.arange(2 * units, 3 * units).to(kernel.device))
         order = torch.cat(parts)
-        return (  # copies made one by one, only the packed kept (stacked: the weights again)
-            tuple(
+        stacked = None
+        if kernel.device.type == "cpu":
+            stacked = tuple(
                 Product(torch.cat([kernel[:, part], recurrent_kernel[:, part]]), bias[part])
                 for part in parts
-            ),
+            )
+        return (  # copies made one by one, only the packed kept
+            stacked,
             Product(kernel[:, order], bias[order]),
             Product(recurrent_kernel[:, order]),
             Product(projection_kernel),
