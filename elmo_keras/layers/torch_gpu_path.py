@@ -145,7 +145,10 @@ def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
         (inputs.shape[0], bucket, inputs.shape[2], backward_inputs.shape[2]),
         (tuple(state_h.shape), tuple(state_c.shape), inputs.dtype, str(inputs.device)),
     )
-    with _LOCK:
+    # The graph's tensors are made, filled and copied out in inference mode whatever the
+    # caller's mode (`BiLMEmbedder` calls in inference mode, `Elmo` under `torch.no_grad`): an
+    # inference tensor cannot be written outside it.
+    with _LOCK, torch.inference_mode():
         graph = _GRAPHS.get(key)
         if graph is None:
             calls = _SEEN.pop(key, 0) + 1

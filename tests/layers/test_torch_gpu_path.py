@@ -290,3 +290,17 @@ def test_the_capture_calls_pytorch_as_its_signatures_say(gpu_path, monkeypatch):
     assert calls == ["wait_stream", "stream", "wait_stream", "capture"]
     replay()
     assert calls[-1] == "replay" and gpu_path._STATE["pool"] == ("pool", 0)
+
+
+def test_a_graph_captured_in_inference_mode_replays_under_no_grad(gpu_path, fake_graphs):
+    """`BiLMEmbedder` calls in `torch.inference_mode`, `Elmo` under `torch.no_grad`: a graph
+    made in one mode replays in the other (its tensors are written in inference mode only)."""
+    import torch
+
+    _, plain = make_pair(np.random.default_rng(6), 8, 4, 3)
+    x, mask = random_batch(np.random.default_rng(7), [4, 2], 3, steps=5)
+    for mode in (torch.inference_mode, torch.inference_mode, torch.no_grad, torch.no_grad):
+        with mode():
+            got = call_masked(gpu_path.packed_bilstm, plain, x, mask)
+        assert_same(got[:1], plain(x, mask=mask)[:1])
+    assert fake_graphs == [8]
