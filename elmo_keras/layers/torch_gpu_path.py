@@ -17,8 +17,8 @@ comes here instead:
   call of that shape (the second: a shape seen once never pays for a capture), then replayed:
   the call's inputs copied into the graph's own tensors, its outputs copied out. At most
   `GRAPHS` graphs are kept (the least recently used dropped), sharing one memory pool; a
-  replay and its copies hold a lock. Elsewhere, with weights cast at each call (a mixed
-  policy), or with `USE_GRAPHS = False`, `masked_bilstm` runs as it is.
+  replay and its copies hold a lock. Elsewhere, under `torch.autocast`, with weights cast at
+  each call (a mixed policy), or with `USE_GRAPHS = False`, `masked_bilstm` runs as it is.
 
 Computing finished rows costs device work that packing saves, but a GPU takes about as long for
 a step's products over 64 rows as over fewer. The numbers are the core path's to float
@@ -28,6 +28,7 @@ exactness on a GPU, graphed and eager.
 """
 
 import collections
+import contextlib
 import threading
 import warnings
 
@@ -163,15 +164,20 @@ def packed_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
             for static, value in zip(graph.inputs, args, strict=True):
                 # (steps after the call's, left from an earlier one, are masked by the lengths)
                 (static if static.shape == value.shape else static[:, :steps]).copy_(value)
-            graph.replay()
+            with _on(inputs.device):
+                graph.replay()
             outputs, final_h, final_c = graph.outputs
             return outputs[:, :, :steps].clone(), final_h.clone(), final_c.clone()
     return masked_bilstm(bilstm, *args)
 
 
 def _graphs_apply(bilstm, inputs):
-    """CUDA, `USE_GRAPHS`, no capture failed, and weights used as stored (no cast per call)."""
-    if not USE_GRAPHS or inputs.device.type not in GRAPH_DEVICES or _STATE["failed"]:
+    """CUDA, `USE_GRAPHS`, no capture failed, no autocast (its cache of cast weights cannot be
+    captured), and weights used as stored (no cast per call)."""
+    device = inputs.device.type
+    if not USE_GRAPHS or device not in GRAPH_DEVICES or _STATE["failed"]:
+        return False
+    if torch.is_autocast_enabled(device):
         return False
     dtype = keras.backend.standardize_dtype(inputs.dtype)
     return all(w.dtype == dtype for w in bilstm.weights)
@@ -189,7 +195,8 @@ def _new_graph(bilstm, key, args, bucket, products):
         state_c.clone(),
     ]
     try:
-        replay, outputs = _capture(lambda *a: masked_bilstm(bilstm, *a), static)
+        with _on(inputs.device):
+            replay, outputs = _capture(lambda *a: masked_bilstm(bilstm, *a), static)
     except RuntimeError as error:  # an operator the capture refuses: run eagerly from now on
         _STATE["failed"] = str(error)
         warnings.warn(
@@ -202,6 +209,11 @@ def _new_graph(bilstm, key, args, bucket, products):
     while len(_GRAPHS) > GRAPHS:
         _GRAPHS.popitem(last=False)
     return _GRAPHS[key]
+
+
+def _on(device):
+    """`device` made the current CUDA device (its streams and graphs are the device's own)."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def _padded(x, steps):

@@ -104,6 +104,8 @@ def test_graphs_only_on_cuda_with_weights_as_stored(gpu_path, monkeypatch):
     monkeypatch.setattr(gpu_path, "GRAPH_DEVICES", ("cpu",))
     assert gpu_path._graphs_apply(plain, inputs)
     assert not gpu_path._graphs_apply(plain, inputs.to(torch.float16))  # cast at each call
+    with torch.autocast("cpu"):  # its cache of cast weights cannot be captured
+        assert not gpu_path._graphs_apply(plain, inputs)
     monkeypatch.setattr(gpu_path, "USE_GRAPHS", False)
     assert not gpu_path._graphs_apply(plain, inputs)
 
