@@ -95,11 +95,14 @@ def exactness(torch):
     paths = {"graphed": (True, 1), "eager": (False, torch_gpu_path.CAPTURE_AT)}
     if not torch.cuda.is_available():  # the CPU's own path
         paths = {"cpu": (True, torch_gpu_path.CAPTURE_AT)}
-    for path, (use_graphs, capture_at) in paths.items():
-        torch_gpu_path.USE_GRAPHS, torch_gpu_path.CAPTURE_AT = use_graphs, capture_at
-        for expected in ("fixture", "float64"):
-            results[f"{path} vs {expected}"] = fixture_check.top_layer_diffs(load, expected)
-    torch_gpu_path.USE_GRAPHS, torch_gpu_path.CAPTURE_AT = True, 2
+    settings = torch_gpu_path.USE_GRAPHS, torch_gpu_path.CAPTURE_AT
+    try:
+        for path, (use_graphs, capture_at) in paths.items():
+            torch_gpu_path.USE_GRAPHS, torch_gpu_path.CAPTURE_AT = use_graphs, capture_at
+            for expected in ("fixture", "float64"):
+                results[f"{path} vs {expected}"] = fixture_check.top_layer_diffs(load, expected)
+    finally:
+        torch_gpu_path.USE_GRAPHS, torch_gpu_path.CAPTURE_AT = settings
     return results
 
 
@@ -150,7 +153,7 @@ def speed(torch, small, workloads, calls):
     from elmo_keras.layers import torch_gpu_path
     from elmo_keras.models import BiLMEmbedder
 
-    rows = []
+    rows, use_graphs = [], torch_gpu_path.USE_GRAPHS
     cuda = torch.cuda.is_available()
     paths = ("graphed", "eager") if cuda else ("cpu",)
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,7 +176,7 @@ def speed(torch, small, workloads, calls):
                     return elmo(ids)
 
             for path in paths:
-                torch_gpu_path.USE_GRAPHS = path == "graphed"
+                torch_gpu_path.USE_GRAPHS = path != "eager"
                 for model, call in (
                     ("BiLMEmbedder", lambda s=sentences, e=embedder: e.embed_batch(s)),
                     ("Elmo", run_elmo),
@@ -183,7 +186,7 @@ def speed(torch, small, workloads, calls):
                     row = {"model": model, "path": path, "workload": name}
                     rows.append({**row, "tokens_per_s": tokens / seconds, "median_s": seconds})
                     print(json.dumps(rows[-1]), flush=True)
-    torch_gpu_path.USE_GRAPHS = True
+    torch_gpu_path.USE_GRAPHS = use_graphs
     return rows
 
 

@@ -217,7 +217,7 @@ def _run_layer(pair, xs, plan, h, c):
             )
             keep = t < running
             out = jnp.swapaxes(jnp.where(keep, h_new, jnp.zeros_like(h_new)), 1, 2)
-            outputs = jax.lax.dynamic_update_slice(outputs, out[:, None], (0, t, 0, 0))
+            outputs = jax.lax.dynamic_update_slice_in_dim(outputs, out[:, None], t, 1)
             return t + 1, jnp.where(keep, h_new, h), jnp.where(keep, c_new, c), outputs
 
         carry = (t, h[:, :, :size], c[:, :, :size], outputs)

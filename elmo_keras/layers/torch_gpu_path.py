@@ -76,7 +76,7 @@ def masked_bilstm(bilstm, inputs, backward_inputs, lengths, state_h, state_c):
             layer_input = x.transpose(0, 1).contiguous()  # [T, B, F], time-major
             for layer, cell in enumerate(cells):
                 h, c = state_h[:, direction, layer], state_c[:, direction, layer]
-                out, h, c = _masked_recurrence(cell, layer_input, running, h, c)
+                out, h, c = _masked_recurrence(cell, layer_input, keep, h, c)
                 out = torch.where(keep, out, 0.0)  # (not a product: padding may hold a NaN)
                 if layer > 0 and bilstm.use_skip_connections:
                     out += layer_input
@@ -95,15 +95,14 @@ def _gather_steps(x, index):
     return x.gather(1, index[:, :, None].expand(-1, -1, x.shape[-1]))
 
 
-def _masked_recurrence(cell, x, running, h, c):
+def _masked_recurrence(cell, x, keep, h, c):
     """`cell` over time-major `x` `[T, B, F]` from `h`, `c`, every row at every step, a row's
-    state kept where `running` `[T, B]` is false. Returns `(outputs [T, B, P], h, c)`."""
+    state kept where `keep` `[T, B, 1]` is false. Returns `(outputs [T, B, P], h, c)`."""
     _, input_product, recurrent, projection = cell_products(cell, x.dtype)
     steps, batch = x.shape[0], x.shape[1]
     units = cell.lstm_units
     window = max(1, WINDOW_ELEMENTS // max(1, batch * 4 * units))
     outputs = x.new_empty((steps, batch, cell.projection_dim))
-    keep = running[:, :, None]
     for t in range(steps):
         if t % window == 0:
             z = input_product(x[t : t + window].reshape(-1, x.shape[-1]))

@@ -9,7 +9,6 @@ buckets, weights changed, the least recently used dropped, a failed capture.
 """
 
 import collections
-import json
 import warnings
 
 import keras
@@ -192,38 +191,33 @@ def test_a_failed_capture_warns_once_and_runs_eagerly(gpu_path, fake_graphs, mon
     assert_same(got[:1], plain(x, mask=mask)[:1])
 
 
-@pytest.mark.parametrize("name", ["bilm-tf", "allennlp"])
-def test_the_fixtures_through_the_masked_path(gpu_path, monkeypatch, fixtures_dir, name):
-    """A `BiLM` whose biLSTM runs `masked_bilstm` (as on a GPU), 10 batches of 3 sentences with
-    the state carried: the fixture's top layer within 1e-5, as the other paths."""
-    import h5py
-
+def test_the_fixtures_through_the_masked_path(gpu_path, monkeypatch):
+    """A `BiLM` whose biLSTM runs `masked_bilstm` (as on a GPU) over both fixtures' walk
+    (`benchmarks/fixture_check.py`: 10 batches of 3 sentences, the state carried): the top
+    layer within 1e-5 of the fixtures, as the other paths."""
+    from benchmarks import fixture_check
     from elmo_keras.layers import torch_fast_path
     from elmo_keras.models import BiLM
-    from elmo_keras.text import batch_to_char_ids
 
     ran = []
     masked = gpu_path.masked_bilstm
     monkeypatch.setattr(torch_fast_path, "packed_bilstm", lambda *a: ran.append(1) or masked(*a))
-    folder, sentences_file = {
-        "bilm-tf": (fixtures_dir / "bilm_tf/model", "lm_embeddings_sentences.json"),
-        "allennlp": (fixtures_dir / "allennlp", "sentences.json"),
-    }[name]
-    bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
-    sentences = json.loads((folder / sentences_file).read_text())
-    expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
-    state, worst = {}, 0.0
-    for i in range(10):
-        batch = [sentences[k][i].split() for k in range(3)]
-        out = bilm({"char_ids": batch_to_char_ids(batch), **state})
-        state = {"state_h": out["state_h"], "state_c": out["state_c"]}
-        top = as_numpy(out["activations"])[:, -1]
-        for k, sentence in enumerate(batch):
-            want = expected[k][str(i)][...]
-            want = np.concatenate([want[0], want[1]], axis=-1)
-            worst = max(worst, np.abs(top[k, : len(sentence)] - want).max())
-    assert len(ran) == 10
-    assert worst <= 1e-5, worst
+
+    def load(folder):
+        bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
+
+        def run(inputs):
+            out = bilm(inputs)
+            return as_numpy(out["activations"])[:, -1], {
+                "state_h": out["state_h"],
+                "state_c": out["state_c"],
+            }
+
+        return run
+
+    worst = fixture_check.top_layer_diffs(load)
+    assert len(ran) == 20
+    assert max(worst.values()) <= 1e-5, worst
 
 
 def test_capture_at_the_first_call(gpu_path, fake_graphs, monkeypatch):
