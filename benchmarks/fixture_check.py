@@ -28,20 +28,23 @@ FIXTURES = {
 BATCHES = 10
 
 
-def top_layer_diffs(load, expected="fixture"):
+def top_layer_diffs(load, expected="fixture", one_shape=False):
     """{fixture: max |diff|}. `load(folder)` gives `run(inputs) -> (top layer [3, T, 2P] as a
     NumPy array, state dict for the next call)` of the fixture's biLM; `inputs` holds
     `char_ids` and, after the first batch, the state. `expected`: "fixture" (the fixture's
-    outputs) or "float64" (the NumPy reference's)."""
+    outputs) or "float64" (the NumPy reference's). `one_shape`: every batch padded to the
+    fixture's longest sentence (`longest`; masked positions), so that the 10 calls share one
+    shape: JAX compiles each new shape of an eager call anew (3-5 s for these tiny models)."""
     from elmo_keras.text.char_ids import batch_to_char_ids  # noqa: PLC0415 (after the backend)
 
     worst = {}
     for name, (folder, _) in FIXTURES.items():
         run = load(REPO / folder)
         wanted = fixture_outputs(name) if expected == "fixture" else float64_outputs(name)
+        width = longest(name) if one_shape else None
         state, diff = {}, 0.0
         for i, batch in enumerate(batches(name)):
-            top, state = run({"char_ids": batch_to_char_ids(batch), **state})
+            top, state = run({"char_ids": batch_to_char_ids(batch, max_length=width), **state})
             for k, sentence in enumerate(batch):
                 diff = max(diff, float(np.abs(top[k, : len(sentence)] - wanted[i][k]).max()))
         worst[name] = diff
@@ -65,6 +68,11 @@ def batches(name):
     folder, sentences_file = FIXTURES[name]
     sentences = json.loads((REPO / folder / sentences_file).read_text())
     return [[sentences[k][i].split() for k in range(3)] for i in range(BATCHES)]
+
+
+def longest(name):
+    """The number of tokens of the fixture's longest sentence in the walk."""
+    return max(len(sentence) for batch in batches(name) for sentence in batch)
 
 
 @functools.cache

@@ -13,8 +13,9 @@ Every program is kept, however fast it compiled (`MIN_COMPILE_SECONDS`, unless t
 ones, and a second `elmo-keras embed --backend jax --preset mini_en` of 100 lines loaded in 5 s
 instead of 50 s and embedded in 15 s instead of 90 s (a CPU at a load average of 15).
 
-`elmo_keras.models.BiLMEmbedder` calls it on JAX, and `elmo-keras embed --backend jax` before it
-loads the model. Nothing here imports jax before `enable` is called.
+`elmo_keras.models.BiLMEmbedder` calls it on JAX, `elmo-keras embed --backend jax` before it
+loads the model, and `JaxTrainer` before it makes its model (a resumed run loads its compiled
+step). Nothing here imports jax before `enable` is called.
 """
 
 import os

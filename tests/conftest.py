@@ -9,11 +9,12 @@ BLOCKED_UNDER_TORCH = ("tensorflow", "jax")
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-if os.environ["KERAS_BACKEND"] == "jax":
-    # The JAX run (tests/layers, see the Makefile) compiles one small XLA program per weight
-    # shape and op; LLVM's optimisations were most of its time (a CharCNN build: 6.5 s -> 1.9 s
-    # of CPU) and buy nothing on test-sized tensors. A user's own XLA_FLAGS win.
-    os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# XLA compiles one small program per weight shape and op in the JAX run (tests/layers, see the
+# Makefile), and a whole training step in each JAX process the TensorFlow run starts (they inherit
+# this); LLVM's optimisations were most of that time (a CharCNN build: 6.5 s -> 1.9 s of CPU;
+# tests/training/test_jax_trainer.py: 138 s -> 95 s) and buy nothing on test-sized tensors.
+# A user's own XLA_FLAGS win.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 # JAX's persistent compilation cache (elmo_keras.compilation_cache) stays out of the user's
 # cache folder during tests; tests/test_compilation_cache.py turns it on in a temporary one.
 os.environ.setdefault("ELMO_KERAS_JAX_CACHE", "off")

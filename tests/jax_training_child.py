@@ -3,7 +3,8 @@
     python -m tests.jax_training_child MODE WORKDIR
 
 `import tensorflow` fails in this process (as in `tests.jax_child`) and `KERAS_BACKEND=jax`.
-WORKDIR holds `job.json`; each mode writes `report.json` there (with `tensorflow_imported`):
+WORKDIR holds `job.json`; each mode writes `report.json` there (with `tensorflow_imported`, and
+`cache_hits`: the programs JAX loaded from its persistent compilation cache instead of compiling):
 
 - `compare`: a `JaxTrainer` for `job["config"]` whose weights are loaded from the files in
   `job["init_dir"]` (the TensorFlow trainer's initial weights); one step (its logs), then on to
@@ -19,6 +20,7 @@ WORKDIR holds `job.json`; each mode writes `report.json` there (with `tensorflow
 
 import importlib.abc
 import json
+import logging
 import os
 import pathlib
 import sys
@@ -29,6 +31,18 @@ class _NoTensorFlow(importlib.abc.MetaPathFinder):
         if name == "tensorflow" or name.startswith("tensorflow."):
             raise ModuleNotFoundError(f"TensorFlow is blocked in this process ({name})")
         return None
+
+
+class _CacheHits(logging.Handler):
+    """The names of the programs JAX's compiler logs as persistent compilation cache hits."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.names = set()
+
+    def emit(self, record):
+        if record.msg.startswith("Persistent compilation cache hit"):
+            self.names.add(record.args[0])
 
 
 def _trainer(job, **kwargs):
@@ -122,9 +136,14 @@ def main(mode, workdir):
     os.environ["KERAS_BACKEND"] = "jax"
     workdir = pathlib.Path(workdir)
     job = json.loads((workdir / "job.json").read_text())
+    hits = _CacheHits()
+    compiler_log = logging.getLogger("jax._src.compiler")
+    compiler_log.setLevel(logging.DEBUG)
+    compiler_log.addHandler(hits)
     modes = {"compare": compare, "parallel": parallel, "train": train_run, "cli": command_line}
     report = modes[mode](job, workdir)
     report["tensorflow_imported"] = "tensorflow" in sys.modules
+    report["cache_hits"] = sorted(hits.names)
     (workdir / "report.json").write_text(json.dumps(report))
 
 

@@ -21,7 +21,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def test_accelerator_check_runs_on_cpu(tmp_path):
     out = tmp_path / "accelerator.json"
     env = {**os.environ, "KERAS_BACKEND": "jax"}
-    env.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
     script = ROOT / "benchmarks" / "accelerator.py"
     command = [sys.executable, str(script), "--small", "--calls", "1", "--json", str(out)]
     # The short run trains a fixed number of steps: its perplexity must halve whatever the

@@ -91,7 +91,6 @@ def jax_run(tmp_path_factory, allennlp_fixture):
     (workdir / "sentences.json").write_text(json.dumps(SENTENCES))
     (workdir / "jax_config.json").write_text(json.dumps(JAX_CONFIG))
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
-    env.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
     result = subprocess.run(
         [sys.executable, "-m", "tests.jax_child", str(workdir)],
         cwd=ROOT,

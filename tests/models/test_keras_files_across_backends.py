@@ -46,7 +46,6 @@ def workdir(tmp_path_factory):
     (workdir / "config.json").write_text(json.dumps(CONFIG))
     backend_child.save_made("tensorflow", workdir, inputs)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
     for backend in CHILDREN:
         result = subprocess.run(
             [sys.executable, "-m", "tests.backend_child", backend, str(workdir)],

@@ -37,10 +37,22 @@ def _tiny():
     return config
 
 
+@pytest.fixture(scope="module", autouse=True)
+def compilation_cache(tmp_path_factory):
+    """The children share one persistent compilation cache (`$ELMO_KERAS_JAX_CACHE`), as one
+    user's runs do: `JaxTrainer` turns it on, so a resumed run loads its step."""
+    folder = tmp_path_factory.mktemp("jax_compilation")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ELMO_KERAS_JAX_CACHE", str(folder))
+        yield folder
+
+
 def _child(mode, workdir, job, devices=1, timeout=300, wait=True, env=None):
     (workdir / "job.json").write_text(json.dumps(job))
     env = {**os.environ, **(env or {}), "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    # tests/conftest.py's XLA setting, and the number of devices.
+    flags = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = flags.strip()
     command = [sys.executable, "-m", "tests.jax_training_child", mode, str(workdir)]
     if not wait:
         return subprocess.Popen(
@@ -177,7 +189,8 @@ def _published(folder):
 
 def test_sigkill_at_a_random_step_then_resume_is_bit_exact(tmp_path, train_text):
     """A JAX run killed with SIGKILL (no handler runs) after a random checkpoint and resumed
-    writes the same weights, bit for bit, as a run that was never interrupted."""
+    writes the same weights, bit for bit, as a run that was never interrupted; the resumed
+    process does not compile its step again (JAX's persistent compilation cache)."""
     steps = 14
     reference = tmp_path / "reference"
     reference.mkdir()
@@ -200,6 +213,8 @@ def test_sigkill_at_a_random_step_then_resume_is_bit_exact(tmp_path, train_text)
     job["run"].update(resume=True, config=None, seed=None)
     report = _child("train", killed, job)
     assert report["train"]["steps"] == steps
+    # The resumed process loaded the step the first runs compiled (the persistent cache).
+    assert "jit_train_step" in report["cache_hits"], report["cache_hits"]
     expected, got = _published(reference / "run"), _published(killed / "run")
     assert sorted(expected) == sorted(got)
     for key, value in expected.items():

@@ -13,6 +13,8 @@ callbacks, metrics, run folder and published weights. What differs is below the 
 - the training state (model, optimizer, step, carried LSTM state) is a `jax_state.JaxTrainingState`
   (TensorFlow's is `tf.state.TrainingState`), placed by a `jax_placement.JaxPlacement`;
 - checkpoints are `checkpoints/ckpt-N.npz` files (`array_checkpoints`), written atomically;
+- the compiled step is kept in JAX's persistent compilation cache (`elmo_keras.compilation_cache`,
+  as `BiLMEmbedder`'s programs), so a run resumed in a new process does not compile it again;
 - several hosts: `jax.distributed.initialize()` before the trainer is made; each process feeds
   the rows of its own devices, the chief writes the files, and the stop votes are gathered
   from every process after each step so that all leave after the same one.
@@ -24,6 +26,7 @@ import jax
 import keras
 import numpy as np
 
+from elmo_keras import compilation_cache
 from elmo_keras.training.common.metrics import step_logs
 from elmo_keras.training.common.trainer_base import TrainerBase
 from elmo_keras.training.feed.windows import prefetched
@@ -47,6 +50,8 @@ class JaxTrainer(TrainerBase):
     `trainer.model` and `.optimizer` are the Keras objects (their variables hold the values of
     the last step); `.state_h` and `.state_c` the carried LSTM state (NumPy): see
     `JaxTrainingState` (`trainer.state`). The loop, `evaluate` and `export`: `TrainerBase`.
+    `.compilation_cache`: the folder of JAX's persistent compilation cache the trainer turned
+    on (`elmo_keras.compilation_cache.enable`), or None.
 
     Args:
         config: `TrainingConfig`, or what `TrainingConfig.parse` takes (a name, a JSON file or
@@ -89,6 +94,8 @@ class JaxTrainer(TrainerBase):
         unroll=None,
         stack_directions=None,
     ):
+        # Before anything compiles: the folder in use, or None (`$ELMO_KERAS_JAX_CACHE=off`).
+        self.compilation_cache = compilation_cache.enable()
         self.devices = list(devices) if devices is not None else jax.devices()
         super().__init__(
             config,
