@@ -27,7 +27,6 @@ returns the `default` signature's outputs, `obj.variables` holds every variable,
 `obj.trainable_variables` the ScalarMix's weights and gamma (TF-Hub's module trains those four
 scalars too), and `obj.regularization_losses` the mix's L2 penalty when it has one. So
 `hub.KerasLayer(path, output_key="elmo", trainable=True)` fine-tunes the mix.
-
 Variables: a Keras 3 variable is a trackable wrapper around a `tf.Variable`. Saved as such, its
 checkpoint entry is restored into a second variable that the wrapper creates at export time,
 not into the one the functions read; `tf.saved_model.load` mends this through the object graph,
@@ -37,6 +36,7 @@ the `tf.Variable`s themselves, each once (keras' `ExportArchive` also saves the 
 but keeps the wrappers too, which stores every value twice).
 """
 
+import functools
 import os
 import re
 import types
@@ -49,13 +49,14 @@ from elmo_keras.text.tokenization import check_mode
 SIGNATURE_NAMES = ("default", "tokens", "char_ids", "char_ids_with_state")
 # TF Serving runs `serving_default` when a request names no signature; it is `default`.
 SERVING_DEFAULT = "serving_default"
+# No autograph: nothing traced branches in Python on a tensor, and it made each trace slower.
+traced = functools.partial(tf.function, autograph=False)
 
 
 def _bilm_dims(bilm):
     """`(n_layers, projection_dim, lstm_units, ids per token)` of a BiLM (the ids per token:
     `max_characters_per_token`, plus the word id for a model with its own dictionaries)."""
-    options = bilm.to_options()
-    lstm = options["lstm"]
+    lstm = bilm.to_options()["lstm"]
     return (
         int(lstm["n_layers"]),
         int(lstm["projection_dim"]),
@@ -164,27 +165,27 @@ class ElmoServingModule(tf.Module):
         self.trainable_variables = tf_variables(scalar_mix.trainable_variables)
         self.regularization_losses = []
         if getattr(scalar_mix, "l2_coef", 0.0):
-            self.regularization_losses.append(tf.function(self._mix_l2_penalty, input_signature=[]))
+            self.regularization_losses.append(traced(self._mix_l2_penalty, input_signature=[]))
         self.tokenization_mode = tokenization_mode
         self.use_tensorflow_text = bool(use_tensorflow_text)
         c = self.max_characters_per_token
         L, P, U = self.n_layers, self.projection_dim, self.lstm_units
-        self.default = tf.function(
+        self.default = traced(
             self._default,
             input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
         )
-        self.tokens = tf.function(
+        self.tokens = traced(
             self._tokens,
             input_signature=[
                 tf.TensorSpec([None, None], tf.string, name="tokens"),
                 tf.TensorSpec([None], tf.int32, name="sequence_len"),
             ],
         )
-        self.char_ids = tf.function(
+        self.char_ids = traced(
             self._char_ids,
             input_signature=[tf.TensorSpec([None, None, c], tf.int32, name="char_ids")],
         )
-        self.char_ids_with_state = tf.function(
+        self.char_ids_with_state = traced(
             self._char_ids_with_state,
             input_signature=[
                 tf.TensorSpec([None, None, c], tf.int32, name="char_ids"),
@@ -201,7 +202,7 @@ class ElmoServingModule(tf.Module):
     def scalar_mix(self):
         return self._keras.scalar_mix
 
-    @tf.function(
+    @traced(
         input_signature=[
             tf.TensorSpec([None], tf.string, name="sentences"),
             tf.TensorSpec([], tf.bool, name="training"),
@@ -396,4 +397,4 @@ def weights_as_inputs_function(module, input_form="token_index", stateful=False)
             outputs["final_state_c"] = bilm_outputs["state_c"]
         return outputs
 
-    return tf.function(run), signature, list(zip(weight_names, variables, strict=True))
+    return traced(run), signature, list(zip(weight_names, variables, strict=True))

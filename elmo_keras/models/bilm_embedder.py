@@ -106,6 +106,7 @@ class BiLMEmbedder(Embedder):
                 tf.TensorSpec([None, None], tf.int32),
             ],
             jit_compile=self.jit_compile,
+            autograph=False,  # no Python control flow on tensors: traces faster
         )
         return lambda ids, index: run(tf.constant(ids), tf.constant(index)).numpy()
 

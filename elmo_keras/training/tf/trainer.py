@@ -162,7 +162,7 @@ class Trainer(TrainerBase):
             state_h, state_c = self.model.zero_state(self.per_replica_batch)
         compute = self._forward_backward
         if self.jit_compile:
-            compute = tf.function(compute, jit_compile=True)
+            compute = tf.function(compute, jit_compile=True, autograph=False)
         grads, nll_fw, nll_bw, new_h, new_c = compute(
             batch, state_h, state_c, candidates, denominator
         )
@@ -189,7 +189,7 @@ class Trainer(TrainerBase):
         """
         strategy = self.strategy
 
-        @tf.function
+        @tf.function(autograph=False)  # no Python control flow on tensors inside
         def train_step(batch, candidates=None, stop_votes=None):
             if stop_votes is None:
                 stop_votes = tf.zeros([len(STOP_REASONS)])
