@@ -27,9 +27,6 @@ from tests.fresh_interpreter import last_line_json, script_report
 from tests.fresh_interpreter import run_command as _run
 from tests.wheel_build import BUILD_LOG, PIP, ROOT
 
-# The XLA setting of tests/conftest.py's JAX run: little to optimise in test-sized programs.
-XLA_FAST = "--xla_backend_optimization_level=0"
-
 
 def test_the_wheel_builds_without_warnings_and_holds_the_package(wheel):
     """No warning from the build backend (a deprecated license table, data folders missing
@@ -226,7 +223,9 @@ def test_the_jax_extra_runs_the_bilm_without_tensorflow(wheel, allennlp_fixture,
 
     env = _environment()
     env.pop("KERAS_BACKEND", None)  # no keras.json either: Keras' default is TensorFlow
-    env.update(KERAS_HOME=str(tmp_path / "keras_home"), XLA_FLAGS=XLA_FAST)
+    env.update(
+        KERAS_HOME=str(tmp_path / "keras_home"), XLA_FLAGS=os.environ["XLA_FLAGS"]
+    )  # tests/conftest.py's
     rows = json.loads((allennlp_fixture / "sentences.json").read_text(encoding="utf-8"))
     batch = [rows[k][0].split() for k in range(3)]  # the fixture's first batch: zero state
     child = [venv / "bin" / "python", "-c", JAX_CHILD, json.dumps(batch), tmp_path / "jax.npz"]

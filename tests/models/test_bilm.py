@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 
+from benchmarks import fixture_check
 from elmo_keras.models import BiLM
 from elmo_keras.text import batch_to_char_ids, bos_char_ids, eos_char_ids
 from elmo_keras.weights import read_options, save_weights
@@ -41,9 +42,7 @@ def test_stateful_replay_matches_the_fixture(fixtures_dir, name, length_aware):
     bilm, folder = fixture_model(fixtures_dir, name)
     bilm.length_aware = bilm.bilstm.length_aware = length_aware
     sentences = json.loads((folder / FIXTURES[name][1]).read_text())
-    width = None
-    if keras.config.backend() == "jax":
-        width = max(len(sentences[k][i].split()) for k in range(3) for i in range(10))
+    width = fixture_check.longest(name) if keras.config.backend() == "jax" else None
     expected = [h5py.File(folder / f"lm_embeddings_{k}.hdf5", "r") for k in range(3)]
     state = {}
     worst, worst_stateless = 0.0, 0.0
@@ -234,7 +233,6 @@ def test_float64_equals_the_numpy_reference_and_measures_the_fixtures_round_off(
     JAX is held to float32's 1e-6: what it shows there is that its fast path runs under
     `jax_enable_x64` (it failed before) and returns float64; its batches are padded to one
     shape there (`one_shape`), compiled once instead of ten times."""
-    from benchmarks import fixture_check
 
     def load(folder):
         bilm = BiLM.from_bilm_tf(folder / "options.json", folder / "lm_weights.hdf5")
